@@ -1,0 +1,189 @@
+/**
+ * The error base of Keel and the table of its stable codes.
+ *
+ * Every error that Keel raises carries a `code` that never changes between versions, so that code
+ * and dashboards can match on it; the `isXxx` guards compare codes rather than classes, so they keep
+ * working across duplicate copies of the package.
+ * @module
+ */
+
+import { type CancelReason, describeReason } from "./kernel/cancelled.js";
+/** What raises each code and whether a retry can help; the docs' error table is generated from it. */
+export const errorCodes = {
+  KEEL_TIMEOUT: { raisedBy: "timeout, timeoutAt, shield (limit)", retryable: true },
+  KEEL_TASK_CANCELLED: { raisedBy: "joining a task that ended cancelled", retryable: false },
+  KEEL_INVALID_ARGUMENT: { raisedBy: "any API given a value outside its rule", retryable: false },
+  KEEL_NO_TASK: { raisedBy: "an operation driven outside a Keel task", retryable: false },
+  KEEL_SCOPE_CLOSED: { raisedBy: "spawning into a scope that has finished", retryable: false },
+  KEEL_NOT_AN_INSTRUCTION: {
+    raisedBy: "a generator that yields a value instead of yield* an operation",
+    retryable: false,
+  },
+} as const;
+
+/** A stable Keel error code. */
+export type KeelErrorCode = keyof typeof errorCodes;
+
+/**
+ * The base of Keel's own error classes.
+ *
+ * @example
+ * ```ts
+ * import { KeelError, isKeelError } from "@keel/core";
+ * const e = new KeelError("KEEL_SCOPE_CLOSED", "spawn(op): the scope has finished");
+ * console.log(isKeelError(e), e.code); // true KEEL_SCOPE_CLOSED
+ * ```
+ */
+export class KeelError extends Error {
+  /** The stable code; see {@link errorCodes}. */
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "KeelError";
+    this.code = code;
+  }
+}
+
+/** True for any error raised by Keel (by its `code` prefix, so duplicate package copies agree). */
+export function isKeelError(e: unknown): e is KeelError {
+  return (
+    e instanceof Error &&
+    typeof (e as { code?: unknown }).code === "string" &&
+    (e as KeelError).code.startsWith("KEEL_")
+  );
+}
+
+/**
+ * A duration or instant that breaks its rule: a `RangeError` (so it reads as a programmer error)
+ * with the code `KEEL_INVALID_ARGUMENT` and a message naming the parameter, the rule and the value.
+ */
+export function invalidRange(parameter: string, rule: string, got: unknown): RangeError {
+  const e = new RangeError(`${parameter}: expected ${rule}, got ${describeValue(got)}`);
+  Object.defineProperty(e, "code", { value: "KEEL_INVALID_ARGUMENT", enumerable: true });
+  return e;
+}
+
+/** A value of the wrong kind: a `TypeError` naming the parameter, with code `KEEL_INVALID_ARGUMENT`. */
+export function invalidType(parameter: string, rule: string, got: unknown): TypeError {
+  const e = new TypeError(`${parameter}: expected ${rule}, got ${describeValue(got)}`);
+  Object.defineProperty(e, "code", { value: "KEEL_INVALID_ARGUMENT", enumerable: true });
+  return e;
+}
+
+/** Checks a duration in milliseconds: finite (or Infinity when allowed) and ≥ 0. */
+export function checkDurationMs(parameter: string, value: unknown, allowInfinity = true): number {
+  if (
+    typeof value !== "number" ||
+    Number.isNaN(value) ||
+    value < 0 ||
+    (!allowInfinity && value === Infinity)
+  ) {
+    throw invalidRange(
+      parameter,
+      allowInfinity ? "a number ≥ 0 (or Infinity)" : "a finite number ≥ 0",
+      value,
+    );
+  }
+  return value;
+}
+
+function describeValue(v: unknown): string {
+  if (typeof v === "string") return JSON.stringify(v);
+  if (typeof v === "function") return `function ${v.name || "(anonymous)"}`;
+  if (v === null || typeof v !== "object") return String(v);
+  if (typeof (v as PromiseLike<unknown>).then === "function") return "a promise (wrap it: until(promise))";
+  return Array.isArray(v) ? "an array" : "an object";
+}
+
+/**
+ * Appends a later error to the primary's non-enumerable `suppressed` list (semantics §2: errors are
+ * never dropped). Does nothing when the primary is not an extensible object; the caller still emits
+ * an `error:suppressed` event in every case.
+ */
+export function appendSuppressed(primary: unknown, later: unknown): boolean {
+  if (primary === null || (typeof primary !== "object" && typeof primary !== "function")) return false;
+  if (!Object.isExtensible(primary)) return false;
+  const holder = primary as { suppressed?: unknown[] };
+  if (!Object.hasOwn(holder, "suppressed") || !Array.isArray(holder.suppressed)) {
+    Object.defineProperty(holder, "suppressed", {
+      value: [],
+      enumerable: false,
+      writable: true,
+      configurable: true,
+    });
+  }
+  holder.suppressed!.push(later);
+  return true;
+}
+
+/**
+ * Thrown by joining a task that ended cancelled (`yield* task`, `await task`). Only code running
+ * inside a cancelled task ever sees `Cancelled`; everyone else sees this ordinary `Error`.
+ *
+ * @example
+ * ```ts
+ * import { run, suspend, TaskCancelledError } from "@keel/core";
+ * const task = run(suspend);
+ * task.cancel("no longer needed");
+ * try { await task; } catch (e) { console.log(e instanceof TaskCancelledError, (e as Error).message); }
+ * ```
+ */
+export class TaskCancelledError extends KeelError {
+  /** The reason the task was cancelled with. */
+  readonly reason: CancelReason;
+  /** The cancelled task's path. */
+  readonly taskPath: string;
+  constructor(taskPath: string, reason: CancelReason) {
+    super("KEEL_TASK_CANCELLED", `task ${taskPath} was cancelled (${describeReason(reason)})`);
+    this.name = "TaskCancelledError";
+    this.reason = reason;
+    this.taskPath = taskPath;
+  }
+}
+
+/** True for a {@link TaskCancelledError}, across duplicate package copies. */
+export function isTaskCancelledError(e: unknown): e is TaskCancelledError {
+  return isKeelError(e) && e.code === "KEEL_TASK_CANCELLED";
+}
+
+/**
+ * A timeout scope's own outcome: its deadline passed while its operation ran (semantics §4). Thrown
+ * only by the scope that set the deadline; inside that scope's region the body sees `Cancelled`.
+ *
+ * @example
+ * ```ts
+ * import { run, sleep, timeout, TimeoutError } from "@keel/core";
+ * try { await run(timeout(10, sleep(1000))); }
+ * catch (e) { if (e instanceof TimeoutError) console.log(e.code, e.timeoutMs, e.elapsedMs); }
+ * ```
+ */
+export class TimeoutError extends KeelError {
+  /** The budget the scope was given (for `timeoutAt`, the time from entry to the deadline). */
+  readonly timeoutMs: number;
+  /** The deadline, on the runtime's clock. */
+  readonly deadline: number;
+  /** Time from the scope's entry until it threw. */
+  readonly elapsedMs: number;
+  /** The scope's label: `timeout(100)`. */
+  readonly label: string;
+  constructor(init: {
+    timeoutMs: number;
+    deadline: number;
+    elapsedMs: number;
+    label: string;
+    message?: string;
+    code?: string;
+  }) {
+    super(init.code ?? "KEEL_TIMEOUT", init.message ?? `${init.label}: timed out after ${init.timeoutMs} ms`);
+    this.name = "TimeoutError";
+    this.timeoutMs = init.timeoutMs;
+    this.deadline = init.deadline;
+    this.elapsedMs = init.elapsedMs;
+    this.label = init.label;
+  }
+}
+
+/** True for a {@link TimeoutError} (by its `name` and numeric fields, across package copies). */
+export function isTimeoutError(e: unknown): e is TimeoutError {
+  return e instanceof Error && e.name === "TimeoutError" && typeof (e as TimeoutError).timeoutMs === "number";
+}

@@ -1,0 +1,94 @@
+/**
+ * `all`: run operations concurrently and collect their values in input order.
+ * @module
+ */
+import { invalidType } from "../errors.js";
+import { currentTask } from "./current.js";
+import { exitFrame } from "./frame-exit.js";
+import {
+  checkOp,
+  nameOf,
+  type Op,
+  type Operation,
+  type OpValue,
+  type Outcome,
+  type Suspension,
+} from "./operation.js";
+import { spawnInto } from "./spawn.js";
+import type { TaskImpl } from "./task.js";
+
+/** The values of a tuple or array of operations, in order. */
+export type AllValues<T extends readonly Op<unknown>[]> = { -readonly [K in keyof T]: OpValue<T[K]> };
+
+/**
+ * Runs every operation as a child of a new scope and returns their values in input order.
+ *
+ * The first error cancels the others (reason `"child-failed"`), waits for their cleanup, then is
+ * thrown unchanged, with later errors attached to its `suppressed`. Unlike `Promise.all` (and
+ * asyncio's `gather`), nothing keeps running after `all` throws. `all([])` returns `[]` at once.
+ *
+ * @example
+ * ```ts
+ * import { all, run, sleep } from "@keel/core";
+ * const [a, b] = await run(() => all([
+ *   function* slow() { yield* sleep(30); return "a"; },
+ *   function* fast() { yield* sleep(10); return 2; },
+ * ]));
+ * console.log(a, b); // "a" 2
+ * ```
+ * @throws `TypeError` when `ops` is not an array of operations.
+ */
+export function all<const T extends readonly Op<unknown>[]>(ops: T): Operation<AllValues<T>> {
+  if (!Array.isArray(ops)) throw invalidType("all(ops)", "an array of operations", ops);
+  for (const [i, op] of ops.entries()) checkOp(`all(ops[${i}])`, op);
+  if (ops.length === 0) {
+    return {
+      *[Symbol.iterator]() {
+        return [] as unknown as AllValues<T>;
+      },
+    };
+  }
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("all(ops)");
+      task.checkpoint();
+      const frame = task.pushFrame("all", `all(${ops.length})`);
+      let outcome: Outcome<AllValues<T>>;
+      try {
+        const children = ops.map((op, i) => spawnInto(frame, op, nameOf(op, `all[${i}]`)));
+        yield waitForAll(children);
+        outcome = { ok: true, value: children.map((c) => childValue(c)) as AllValues<T> };
+      } catch (error) {
+        outcome = { ok: false, error };
+      }
+      return yield* exitFrame(task, frame, outcome);
+    },
+  };
+}
+
+function waitForAll(children: TaskImpl<unknown>[]): Suspension<void> {
+  return {
+    kind: "suspend",
+    get description() {
+      return `all: ${children.filter((c) => !c.isSettled).length} of ${children.length} pending`;
+    },
+    interruptible: "normal",
+    enter(resolve) {
+      let pending = children.length;
+      const offs = children.map((c) =>
+        c.onSettled(() => {
+          if (--pending === 0) resolve({ ok: true, value: undefined });
+        }),
+      );
+      return () => {
+        for (const off of offs) off();
+      };
+    },
+  };
+}
+
+function childValue(child: TaskImpl<unknown>): unknown {
+  const o = child.joinOutcome();
+  if (!o.ok) throw o.error;
+  return o.value;
+}

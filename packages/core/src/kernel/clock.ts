@@ -1,0 +1,23 @@
+/**
+ * The clock interface the kernel schedules through.
+ *
+ * The kernel knows nothing of wall time: it only asks "what time is it on this clock" and "call me at
+ * this instant", so tests can hand it a virtual clock. The real implementation lives in `time/`.
+ * @module
+ */
+
+/** A source of time and timers. `now()` and every `at` are milliseconds on this clock. */
+export interface Clock {
+  /** The current time in milliseconds. */
+  now(): number;
+  /**
+   * Calls `fn` at `at` (or soon after, never before) and returns a function that cancels it.
+   * Callbacks due at the same instant run in registration order.
+   */
+  schedule(at: number, fn: () => void): () => void;
+  /**
+   * Optional: tells a virtual clock that something outside the runtime (a socket, a child process)
+   * is in flight, so it must not jump time; returns the release. Real clocks ignore it.
+   */
+  hold?(description: string): () => void;
+}

@@ -1,0 +1,75 @@
+/**
+ * Contexts: values that flow down the task tree, read with `get()` and set for a region with `with()`.
+ * @module
+ */
+import { CURRENT_TASK, checkOp, iterate, type Op, type Operation } from "./operation.js";
+import type { TaskImpl } from "./task.js";
+
+/** A value that flows down the task tree. */
+export interface Context<T> {
+  readonly name: string;
+  /** Reads the value in force where the calling operation runs (the default outside any `with`). */
+  get(): Operation<T>;
+  /** Runs `op` with the value set; children spawned inside inherit it. */
+  with<R>(value: T, op: Op<R>): Operation<R>;
+}
+
+/** Contexts as stored on a scope frame: a prototype chain keyed by each context's symbol. */
+export type ContextValues = Record<symbol, unknown>;
+
+/** Reads a context value directly from a task (for Keel's own operations). */
+export function readContext<T>(task: TaskImpl<unknown>, key: symbol, fallback: T): T {
+  const v = task.top.contexts[key];
+  return v === undefined ? fallback : (v as T);
+}
+
+/**
+ * Creates a context.
+ *
+ * @example
+ * ```ts
+ * import { createContext, run } from "@keel/core";
+ * const tenant = createContext<string>("tenant", "none");
+ * const value = await run(() => tenant.with("acme", tenant.get()));
+ * console.log(value); // "acme"
+ * ```
+ */
+export function createContext<T>(name: string, defaultValue?: T): Context<T> {
+  const key = Symbol(name);
+  return {
+    name,
+    get() {
+      return {
+        *[Symbol.iterator]() {
+          const task = (yield CURRENT_TASK) as TaskImpl<unknown>;
+          const v = task.top.contexts[key];
+          return (v === undefined ? defaultValue : v) as T;
+        },
+      };
+    },
+    with<R>(value: T, op: Op<R>): Operation<R> {
+      checkOp("op", op);
+      return withContextValue(key, value, op);
+    },
+  };
+}
+
+/**
+ * Runs `op` with `key` set to `value` on the current frame, restoring it after. Not a scope: children
+ * spawned inside still belong to the enclosing scope, and keep the value they were spawned with.
+ */
+export function withContextValue<R>(key: symbol, value: unknown, op: Op<R>): Operation<R> {
+  return {
+    *[Symbol.iterator]() {
+      const task = (yield CURRENT_TASK) as TaskImpl<unknown>;
+      const frame = task.top;
+      const saved = frame.contexts;
+      frame.contexts = Object.create(saved, { [key]: { value, enumerable: true } });
+      try {
+        return yield* { [Symbol.iterator]: () => iterate(op) };
+      } finally {
+        frame.contexts = saved;
+      }
+    },
+  };
+}

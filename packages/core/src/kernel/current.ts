@@ -1,0 +1,24 @@
+/**
+ * Access to the task that drives the calling operation.
+ * @module
+ */
+import { KeelError } from "../errors.js";
+import { CURRENT_TASK, type Instruction, iterate, type Op } from "./operation.js";
+import { TaskImpl } from "./task.js";
+
+/** Yields for the current task; throws `KEEL_NO_TASK` when driven by hand outside the runtime. */
+export function* currentTask(api: string): Generator<Instruction, TaskImpl<unknown>, unknown> {
+  const task = yield CURRENT_TASK;
+  if (!(task instanceof TaskImpl)) {
+    throw new KeelError(
+      "KEEL_NO_TASK",
+      `${api}: must run inside a Keel task (yield* it from an operation, or run() it)`,
+    );
+  }
+  return task;
+}
+
+/** `yield* delegate(op)` runs `op` inline, calling it only now (so a scope that never enters never starts it). */
+export function delegate<T>(op: Op<T>): { [Symbol.iterator](): Iterator<unknown, T, unknown> } {
+  return { [Symbol.iterator]: () => iterate(op) };
+}

@@ -1,0 +1,98 @@
+/**
+ * How a scope ends: cancel and await its children, then apply the counting rule (semantics §3).
+ * @module
+ */
+import { Cancelled, isCancelled } from "./cancelled.js";
+import type { Frame } from "./frame.js";
+import type { Instruction, Outcome, Suspension } from "./operation.js";
+import type { TaskImpl } from "./task.js";
+
+/**
+ * Ends `frame` with its operation's `outcome`: cancels the children still running (reason `parent`),
+ * waits for all of them (each is bounded by its own cleanup budget), then returns the value or throws
+ * the scope's outcome. `convert` makes the scope's own error (a `TimeoutError`) when its request is
+ * the one being unwound.
+ */
+export function* exitFrame<T>(
+  task: TaskImpl<unknown>,
+  frame: Frame,
+  outcome: Outcome<T>,
+  convert?: () => Error,
+): Generator<Instruction, T, unknown> {
+  frame.bodySettled = true;
+  if (!outcome.ok && !isCancelled(outcome.error)) frame.recordError(outcome.error);
+  if (frame.children?.size) {
+    task.cancelChildrenAtExit(frame);
+    yield waitForChildren(frame);
+  }
+  return settleFrame(task, frame, outcome, convert);
+}
+
+function waitForChildren(frame: Frame): Suspension<void> {
+  return {
+    kind: "suspend",
+    description: `${frame.label}: waiting for ${frame.children?.size ?? 0} children to finish`,
+    interruptible: "never",
+    enter(resolve) {
+      if (!frame.children?.size) {
+        resolve({ ok: true, value: undefined });
+        return undefined;
+      }
+      frame.waiter = () => resolve({ ok: true, value: undefined });
+      return () => {
+        frame.waiter = null;
+      };
+    },
+  };
+}
+
+/**
+ * The counting rule at a scope's exit. The scope withdraws its own request (if it made one); when the
+ * count is then back to what it was at entry, the cancellation was this scope's and becomes its
+ * outcome; otherwise `Cancelled` travels on unchanged and the outermost claim wins. An error beats a
+ * cancellation; later errors are attached to the first.
+ */
+function settleFrame<T>(
+  task: TaskImpl<unknown>,
+  frame: Frame,
+  outcome: Outcome<T>,
+  convert?: () => Error,
+): T {
+  const own = frame.request;
+  const owned = own !== null && task.requests.length - 1 === frame.countAtEntry;
+  const errors = frame.errors;
+  task.popFrame(frame);
+  if (errors?.length) {
+    const primary = errors[0];
+    for (const later of errors.slice(1)) task.suppress(primary, later, `${frame.label}: a later error`);
+    if (own) {
+      if (owned && convert) {
+        task.suppress(primary, convert(), `${frame.label}: its timeout was replaced by an error`);
+        task.emit({ type: "cancel:replaced", error: primary, reason: own.reason });
+      }
+      task.withdraw(own);
+    }
+    throw primary;
+  }
+  if (!outcome.ok) {
+    if (own && owned) {
+      task.withdraw(own);
+      throw convert ? convert() : outcome.error;
+    }
+    task.adoptEnclosing(frame, outcome.error);
+    if (own) {
+      task.withdraw(own);
+      if (convert) task.emit({ type: "timeout:superseded", scope: frame.info });
+    }
+    throw outcome.error;
+  }
+  if (own) {
+    const wasDelivered = own.deliveredIn !== null;
+    task.withdraw(own);
+    if (wasDelivered) task.emit({ type: "cleanup:swallow", scope: frame.info, reason: own.reason });
+    if (owned && convert) throw convert();
+    // An enclosing claim is still in flight: the swallowed cancellation keeps unwinding.
+    throw task.takeDelivery("normal") ?? task.inFlightCancelled() ?? new Cancelled(own.reason);
+  }
+  return outcome.value;
+}

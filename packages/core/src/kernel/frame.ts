@@ -1,0 +1,90 @@
+/**
+ * Scope frames: the regions of a task that own children, deadlines and cancellation requests.
+ *
+ * A task's frames form a stack. The root frame is the task's own; combinators (`timeout`, `scoped`,
+ * `all`, `race`, `shield`, retry attempts) push one on entry and pop it on exit. The task's current
+ * suspension point is always inside every frame on its stack, so "a request is delivered inside the
+ * region of the scope that made it" means "while that frame is on the stack".
+ * @module
+ */
+import type { ScopeInfo } from "./cancelled.js";
+import type { ContextValues } from "./context.js";
+import type { CancelRequest, TaskImpl } from "./task.js";
+
+let nextFrameId = 1;
+let nextSeq = 1;
+
+/** A global, strictly increasing counter: frame entries and deliveries are ordered by it. */
+export function sequence(): number {
+  return nextSeq++;
+}
+
+/** How a frame wants its children's settlements handled (groups override the default). */
+export interface ChildPolicy {
+  /** Called after a child settles and has been removed from `children`. */
+  onChildSettled(child: TaskImpl<unknown>): void;
+}
+
+export class Frame implements ScopeInfo {
+  readonly id = nextFrameId++;
+  /** Orders this entry against deliveries: a frame entered after a delivery is fresh for it. */
+  readonly entrySeq = sequence();
+  /** Invariant: `children` holds exactly the tasks spawned here that have not settled. */
+  children: Set<TaskImpl<unknown>> | null = null;
+  /** The request this frame made (a timer that fired, a child that failed); at most one. */
+  request: CancelRequest | null = null;
+  /** The body's error and the children's, in the order they happened; `errors[0]` is the primary. */
+  errors: unknown[] | null = null;
+  /** True once the frame's operation has settled; the frame may still wait for children. */
+  bodySettled = false;
+  /** True once popped: nothing can be spawned here any more. */
+  closed = false;
+  /** Resolves the scope-exit wait when the last child settles. */
+  waiter: (() => void) | null = null;
+  /** Run once when the frame is popped or its task abandoned: timers, abort signals. */
+  readonly cleanups: Array<() => void> = [];
+  policy: ChildPolicy | null = null;
+
+  constructor(
+    readonly task: TaskImpl<unknown>,
+    readonly parent: Frame | null,
+    readonly kind: string,
+    readonly label: string,
+    /** Invariant: the count of the task's requests in flight when the frame was entered. */
+    readonly countAtEntry: number,
+    /** The effective deadline inside this frame: min of its own and what was in force at entry. */
+    readonly deadline: number,
+    readonly enteredAt: number,
+    public contexts: ContextValues,
+  ) {}
+
+  get depth(): number {
+    let d = 0;
+    for (let f = this.parent; f; f = f.parent) d++;
+    return d;
+  }
+
+  /** Is `other` this frame or enclosed by it (in the same task)? */
+  encloses(other: Frame): boolean {
+    for (let f: Frame | null = other; f; f = f.parent) if (f === this) return true;
+    return false;
+  }
+
+  addChild(child: TaskImpl<unknown>): void {
+    (this.children ??= new Set()).add(child);
+  }
+
+  recordError(error: unknown): boolean {
+    (this.errors ??= []).push(error);
+    return this.errors.length === 1;
+  }
+
+  runCleanups(): void {
+    const list = this.cleanups.splice(0);
+    for (const fn of list) fn();
+  }
+
+  get info(): ScopeInfo {
+    return { id: this.id, kind: this.kind, label: this.label };
+  }
+}

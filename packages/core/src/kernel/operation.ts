@@ -1,0 +1,98 @@
+/**
+ * Operations and the instructions they yield to the runtime.
+ *
+ * An operation is anything with `[Symbol.iterator]()` returning a generator-like iterator; its body
+ * is written with `function*` and composes other operations with `yield*`. What an operation yields
+ * is not for user code: only Keel's own instructions (a request for the current task, or a
+ * suspension) may travel from a generator to the runtime.
+ * @module
+ */
+import { invalidType } from "../errors.js";
+
+/** A unit of work that the runtime drives: `yield*` it inside another operation, or `run` it. */
+export interface Operation<T> {
+  [Symbol.iterator](): Iterator<unknown, T, unknown>;
+}
+
+/** What every combinator accepts: an operation, or a function (often a `function*`) that makes one. */
+export type Op<T> = Operation<T> | (() => Operation<T>);
+
+/** The value an {@link Op} produces. */
+export type OpValue<O> = O extends Op<infer T> ? T : never;
+
+/** Something that is both awaitable from promise code and `yield*`-able from operations. */
+export type Future<T> = PromiseLike<T> & Operation<T>;
+
+/** How an instruction ends: a value or an error. */
+export type Outcome<T> =
+  | { readonly ok: true; readonly value: T }
+  | { readonly ok: false; readonly error: unknown };
+
+/**
+ * How far a suspension protects itself from cancellation.
+ * - `"normal"`: cancellation is delivered here.
+ * - `"shield"`: ordinary requests wait until it settles; a cleanup-budget cut still interrupts it.
+ * - `"never"`: nothing interrupts it (a scope waiting for its children, which are bounded themselves).
+ */
+export type Interruptible = "normal" | "shield" | "never";
+
+/**
+ * A point where a task waits. `enter` starts the wait and returns its teardown, which the runtime
+ * calls exactly once when the task leaves the suspension, whether it was resumed or interrupted.
+ * `resolve` may be called at most once; later calls are ignored.
+ */
+export interface Suspension<T = unknown> {
+  readonly kind: "suspend";
+  /** What the task waits on, for the task tree: `sleep(250)`, `GET /orders: headers`. */
+  readonly description: string;
+  readonly interruptible: Interruptible;
+  enter(resolve: (outcome: Outcome<T>) => void): (() => void) | undefined;
+}
+
+/** The instruction that asks the runtime for the current task, answered synchronously. */
+export const CURRENT_TASK: unique symbol = Symbol.for("keel.current-task");
+
+/** One thing a generator may yield to the runtime. */
+export type Instruction = Suspension | typeof CURRENT_TASK;
+
+/** Checks a value accepted as an {@link Op}; throws a `TypeError` naming `parameter` otherwise. */
+export function checkOp<T>(parameter: string, op: unknown): Op<T> {
+  if (typeof op === "function") return op as Op<T>;
+  if (
+    typeof op === "object" &&
+    op !== null &&
+    !Array.isArray(op) &&
+    typeof (op as Operation<T>)[Symbol.iterator] === "function"
+  ) {
+    return op as Op<T>;
+  }
+  throw invalidType(parameter, "an operation or a function returning one", op);
+}
+
+/** Opens an {@link Op}: calls it if it is a function, then checks the result and starts its iterator. */
+export function iterate<T>(op: Op<T>, parameter = "op"): Iterator<unknown, T, unknown> {
+  const operation = typeof op === "function" ? (op as () => Operation<T>)() : op;
+  if (
+    typeof operation !== "object" ||
+    operation === null ||
+    typeof operation[Symbol.iterator] !== "function"
+  ) {
+    throw invalidType(parameter, "a function returning an operation", operation);
+  }
+  return operation[Symbol.iterator]();
+}
+
+/** The name a task takes from its operation: the generator function's name, if any. */
+export function nameOf(op: Op<unknown>, fallback: string): string {
+  const n = typeof op === "function" ? op.name : undefined;
+  return n && n.length > 0 ? n : fallback;
+}
+
+/** Wraps a suspension as an operation that yields it once and returns its value. */
+export function suspension<T>(s: Suspension<T>): Operation<T> {
+  return {
+    *[Symbol.iterator]() {
+      return (yield s) as T;
+    },
+  };
+}

@@ -1,0 +1,58 @@
+/**
+ * The runtime a task tree shares: where its events go.
+ * @module
+ */
+import { KeelError } from "../errors.js";
+import type { KeelEvent } from "../observe/events.js";
+import { warningEvents } from "../observe/events.js";
+
+/** Where a task tree's events go. */
+export interface Runtime {
+  emit(event: KeelEvent): void;
+}
+
+/**
+ * A runtime that hands every event to `onEvent`; without one, warnings (overruns, swallows,
+ * abandonments, suppressed errors) go to `console.warn`, so nothing is lost silently.
+ */
+export function createRuntime(onEvent?: (event: KeelEvent) => void): Runtime {
+  return {
+    emit(event) {
+      if (onEvent) {
+        try {
+          onEvent(event);
+        } catch (e) {
+          console.error("keel: an onEvent handler threw", e);
+        }
+      } else if (warningEvents.has(event.type)) {
+        console.warn(`keel: ${event.type} at ${event.path} (t=${event.at})`, describe(event));
+      }
+    },
+  };
+}
+
+function describe(event: KeelEvent): string {
+  switch (event.type) {
+    case "cleanup:overrun":
+      return `cleanup exceeded ${event.budgetMs} ms while waiting on ${event.waitingOn ?? "nothing"}`;
+    case "cleanup:abandon":
+      return `abandoned while waiting on ${event.waitingOn ?? "nothing"}`;
+    case "cleanup:swallow":
+      return `a Cancelled (${event.reason.kind}) was swallowed`;
+    case "error:suppressed":
+      return `${event.context}: ${String(event.error)}`;
+    case "cancel:replaced":
+      return `the cancellation (${event.reason.kind}) was replaced by ${String(event.error)}`;
+    default:
+      return "";
+  }
+}
+
+/** The error thrown into a generator that yielded something that is not an instruction. */
+export function notAnInstruction(value: unknown): KeelError {
+  const hint =
+    typeof value === "object" && value !== null && typeof (value as PromiseLike<unknown>).then === "function"
+      ? "a promise: write `yield* until(promise)`"
+      : `${typeof value} ${String(value).slice(0, 40)}: write \`yield*\` (with a star) before an operation`;
+  return new KeelError("KEEL_NOT_AN_INSTRUCTION", `a Keel operation yielded ${hint}`);
+}

@@ -1,0 +1,51 @@
+/**
+ * The run queue: every task resumption goes through it, in FIFO order.
+ *
+ * Why a queue rather than resuming in place: a cancellation that becomes due in the same turn as a
+ * value (a timer resolving a sleep and another cancelling the task) must be counted before the task
+ * resumes (semantics §3), and deep chains of synchronous resumptions must not grow the stack.
+ * @module
+ */
+
+const queue: Array<() => void> = [];
+let head = 0;
+let draining = false;
+let scheduled = false;
+
+/** Runs `fn` on the current drain, or on a new one started as a microtask. */
+export function enqueue(fn: () => void): void {
+  queue.push(fn);
+  if (!draining && !scheduled) {
+    scheduled = true;
+    queueMicrotask(drain);
+  }
+}
+
+function drain(): void {
+  scheduled = false;
+  draining = true;
+  try {
+    while (head < queue.length) {
+      const fn = queue[head]!;
+      queue[head++] = noop;
+      try {
+        fn();
+      } catch (e) {
+        // Internal steps catch their own errors; reaching here is a Keel bug, surfaced loudly.
+        queueMicrotask(() => {
+          throw e;
+        });
+      }
+      if (head > 1024 && head * 2 > queue.length) {
+        queue.splice(0, head);
+        head = 0;
+      }
+    }
+    queue.length = 0;
+    head = 0;
+  } finally {
+    draining = false;
+  }
+}
+
+function noop(): void {}

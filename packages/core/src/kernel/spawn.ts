@@ -1,0 +1,143 @@
+/**
+ * `spawn`, `scoped` and `useScope`: children, and the scopes that own them.
+ * @module
+ */
+import { KeelError } from "../errors.js";
+import { currentTask, delegate } from "./current.js";
+import type { Frame } from "./frame.js";
+import { exitFrame } from "./frame-exit.js";
+import { checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
+import { type Task, TaskImpl } from "./task.js";
+
+/** Starts `op` as a child task owned by `frame`; throws `KEEL_SCOPE_CLOSED` if the frame has ended. */
+export function spawnInto<T>(
+  frame: Frame,
+  op: Op<T>,
+  name: string,
+  options: { shielded?: boolean; deadline?: number } = {},
+): TaskImpl<T> {
+  const parent = frame.task;
+  if (frame.closed || frame.bodySettled || parent.isSettled) {
+    throw new KeelError(
+      "KEEL_SCOPE_CLOSED",
+      `spawn(${name}): the scope ${frame.label} of ${parent.path} has finished`,
+    );
+  }
+  const deadline = options.deadline ?? (parent.top === frame ? parent.effectiveDeadline() : frame.deadline);
+  const child = new TaskImpl(op, {
+    name,
+    parent,
+    owner: frame,
+    runtime: parent.runtime,
+    contexts: frame.contexts,
+    deadline,
+    shielded: options.shielded ?? false,
+  });
+  frame.addChild(child);
+  return child.start();
+}
+
+/**
+ * Starts `op` as a child of the current scope and returns its task at once; the child's body starts
+ * on the next scheduler turn.
+ *
+ * The child is owned by the innermost scope around the `spawn`: when that scope's operation settles,
+ * the child is cancelled (reason `"parent"`) and the scope waits for it. A child's error fails its
+ * owner: the scope is cancelled with reason `"child-failed"` and rethrows that error.
+ *
+ * **Cancellation**: cancelling the owner's region cancels the child at once.
+ * **Time**: the child inherits the deadline in force where it was spawned.
+ *
+ * @example
+ * ```ts
+ * import { run, sleep, spawn } from "@keel/core";
+ * const total = await run(function* main() {
+ *   const a = yield* spawn(function* fetchA() { yield* sleep(10); return 1; });
+ *   const b = yield* spawn(function* fetchB() { yield* sleep(20); return 2; });
+ *   return (yield* a) + (yield* b);
+ * });
+ * console.log(total); // 3
+ * ```
+ * @throws `TypeError` when `op` is not an operation; `KEEL_SCOPE_CLOSED` when no scope can own it.
+ */
+export function spawn<T>(op: Op<T>, options?: { name?: string }): Operation<Task<T>> {
+  checkOp("spawn(op)", op);
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("spawn(op)");
+      task.checkpoint();
+      return spawnInto(task.top, op, options?.name ?? nameOf(op, "task"));
+    },
+  };
+}
+
+/**
+ * Runs `op` in a new scope: children it spawns are cancelled and awaited before `scoped` returns, and
+ * the first child error fails the scope (semantics §2, §7).
+ *
+ * @example
+ * ```ts
+ * import { run, scoped, sleep, spawn } from "@keel/core";
+ * await run(() => scoped(function* batch() {
+ *   yield* spawn(function* heartbeat() { for (;;) yield* sleep(1000); });
+ *   yield* sleep(2500);
+ *   return "done"; // heartbeat is cancelled and awaited here
+ * }));
+ * ```
+ */
+export function scoped<T>(op: Op<T>): Operation<T> {
+  checkOp("scoped(op)", op);
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("scoped(op)");
+      task.checkpoint();
+      const frame = task.pushFrame("scoped", `scoped(${nameOf(op, "op")})`);
+      let outcome: Outcome<T>;
+      try {
+        outcome = { ok: true, value: yield* delegate(op) };
+      } catch (error) {
+        outcome = { ok: false, error };
+      }
+      return yield* exitFrame(task, frame, outcome);
+    },
+  };
+}
+
+/** A handle on a scope, for starting children in it from elsewhere (callbacks, other tasks). */
+export interface Scope {
+  /** Starts `op` as a child of this scope; throws `KEEL_SCOPE_CLOSED` once the scope has finished. */
+  spawn<T>(op: Op<T>, options?: { name?: string }): Task<T>;
+  /** True once the scope has finished and accepts no more children. */
+  readonly closed: boolean;
+}
+
+/**
+ * Returns a handle on the current scope.
+ *
+ * @example
+ * ```ts
+ * import { run, sleep, useScope } from "@keel/core";
+ * await run(function* server() {
+ *   const scope = yield* useScope();
+ *   setTimeout(() => scope.spawn(function* onRequest() { yield* sleep(1); }), 0);
+ *   yield* sleep(10);
+ * });
+ * ```
+ */
+export function useScope(): Operation<Scope> {
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("useScope()");
+      const frame = task.top;
+      return {
+        spawn<T>(op: Op<T>, options?: { name?: string }) {
+          checkOp("scope.spawn(op)", op);
+          return spawnInto(frame, op, options?.name ?? nameOf(op, "task"));
+        },
+        get closed() {
+          return frame.closed || frame.bodySettled;
+        },
+      };
+    },
+  };
+}

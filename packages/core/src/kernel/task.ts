@@ -1,0 +1,749 @@
+/**
+ * Tasks: the nodes of the task tree, and the driver that runs an operation's generator.
+ *
+ * Reading guide. A task drives one iterator. Each value it yields is an instruction: a request for
+ * the current task (answered at once) or a {@link Suspension} (the task waits). Every resumption goes
+ * through the run queue, and before a task resumes it asks {@link TaskImpl.takeDelivery} whether a
+ * cancellation must be thrown instead. Cancellation requests are counted per task (`requests`);
+ * each belongs to the frame that made it, or to the task's root frame when it came from outside.
+ * @module
+ */
+import { appendSuppressed, TaskCancelledError } from "../errors.js";
+import type { KeelEvent, KeelEventInput } from "../observe/events.js";
+import { Cancelled, type CancelReason, isCancelled } from "./cancelled.js";
+import type { Clock } from "./clock.js";
+import type { ContextValues } from "./context.js";
+
+import { Frame, sequence } from "./frame.js";
+import {
+  CURRENT_TASK,
+  type Future,
+  type Interruptible,
+  iterate,
+  type Op,
+  type Operation,
+  type Outcome,
+  type Suspension,
+} from "./operation.js";
+import { notAnInstruction, type Runtime } from "./runtime.js";
+import { enqueue } from "./scheduler.js";
+
+/** A task's life: `cancelling` while cancellation requests are in flight against it. */
+export type TaskState = "running" | "cancelling" | "completed" | "failed" | "cancelled";
+
+/**
+ * A running operation in the task tree. Await it from promise code or `yield*` it from an operation
+ * to join it: you get its value or its error, and `TaskCancelledError` if it ended cancelled.
+ */
+export interface Task<T> extends PromiseLike<T>, Operation<T> {
+  readonly id: number;
+  readonly name: string;
+  /** `name#id` segments from the root: `main#1/handler#4`. */
+  readonly path: string;
+  readonly state: TaskState;
+  /** Cancellation requests in flight against this task (the counting rule's count). */
+  readonly cancellationCount: number;
+  /**
+   * Asks the task to cancel (reason kind `"cancel"`, with `message`); idempotent. The future settles
+   * when the task has finished unwinding, which the cleanup budget bounds.
+   */
+  cancel(message?: string): Future<void>;
+}
+
+/** A cancellation request: counted until the frame that made it exits (never, when from outside). */
+export interface CancelRequest {
+  readonly frame: Frame;
+  readonly reason: CancelReason;
+  readonly external: boolean;
+  /** The unwinding that delivered it, or null while it waits for a suspension point. */
+  deliveredIn: Unwinding | null;
+}
+
+/**
+ * One delivered `Cancelled` and the cleanup it started. Invariant: it lives while any request it
+ * delivered is still counted; frames entered after `seq` are fresh for it (their requests are
+ * delivered inside them), frames entered before are covered (their new requests wait).
+ */
+interface Unwinding {
+  readonly seq: number;
+  readonly cancelled: Cancelled;
+  readonly at: number;
+  readonly budgetMs: number;
+  readonly cleanupDeadline: number;
+  readonly delivered: Set<CancelRequest>;
+  /** Set when the budget ran out: every suspension point then throws `hardCancelled` at once. */
+  hardCancelled: Cancelled | null;
+  cancelTimer: (() => void) | null;
+}
+
+interface Current {
+  readonly s: Suspension;
+  readonly since: number;
+  teardown: (() => void) | undefined;
+  outcome: Outcome<unknown> | null;
+}
+
+type Final =
+  | { state: "completed"; value: unknown }
+  | { state: "failed"; error: unknown }
+  | { state: "cancelled"; reason: CancelReason };
+
+export const CLOCK_KEY: unique symbol = Symbol("keel.clock");
+export const BUDGET_KEY: unique symbol = Symbol("keel.cleanup-budget");
+export const DEFAULT_CLEANUP_BUDGET_MS = 5000;
+/** After a cut, this many immediate throws (a loop that keeps swallowing) abandon the task at once. */
+const HARD_THROW_LIMIT = 1000;
+
+let nextTaskId = 1;
+
+export interface TaskInit {
+  readonly name: string;
+  readonly parent: TaskImpl<unknown> | null;
+  readonly owner: Frame | null;
+  readonly runtime: Runtime;
+  readonly contexts: ContextValues;
+  readonly deadline: number;
+  /** A shield's task: cancellation from outside its owner does not reach it. */
+  readonly shielded?: boolean;
+}
+
+export class TaskImpl<T> implements Task<T> {
+  readonly id = nextTaskId++;
+  readonly name: string;
+  readonly parent: TaskImpl<unknown> | null;
+  readonly owner: Frame | null;
+  readonly runtime: Runtime;
+  readonly shielded: boolean;
+  readonly startedAt: number;
+  readonly root: Frame;
+  /** Invariant: the innermost frame; its parent chain ends at `root`. */
+  top: Frame;
+  /** Invariant: every request here belongs to a frame on the stack (or is external). */
+  readonly requests: CancelRequest[] = [];
+  readonly unwinding: Unwinding[] = [];
+  private iterator: Iterator<unknown, T, unknown> | null = null;
+  private current: Current | null = null;
+  private bodyOutcome: Outcome<T> | null = null;
+  private final: Final | null = null;
+  private delivered = false;
+  private hardThrows = 0;
+  private abandonPending = false;
+  private settledCallbacks: Array<() => void> | null = null;
+  private promise: Promise<T> | null = null;
+  private cachedPath: string | null = null;
+
+  constructor(
+    private readonly op: Op<T>,
+    init: TaskInit,
+  ) {
+    this.name = init.name;
+    this.parent = init.parent;
+    this.owner = init.owner;
+    this.runtime = init.runtime;
+    this.shielded = init.shielded ?? false;
+    const clock = init.contexts[CLOCK_KEY] as Clock;
+    this.startedAt = clock.now();
+    this.root = new Frame(this, null, "task", this.name, 0, init.deadline, this.startedAt, init.contexts);
+    this.top = this.root;
+    this.emit({ type: "task:start", name: this.name, parentId: this.parent?.id ?? null });
+  }
+
+  // ---- public surface -------------------------------------------------------------------------
+
+  get path(): string {
+    return (this.cachedPath ??= `${this.parent ? `${this.parent.path}/` : ""}${this.name}#${this.id}`);
+  }
+
+  get state(): TaskState {
+    if (this.final) return this.final.state;
+    return this.requests.length > 0 || this.unwinding.length > 0 ? "cancelling" : "running";
+  }
+
+  get cancellationCount(): number {
+    return this.requests.length;
+  }
+
+  get clock(): Clock {
+    return this.root.contexts[CLOCK_KEY] as Clock;
+  }
+
+  /** What the task waits on now, or null while it runs or waits for its children. */
+  get waitingOn(): { description: string; since: number } | null {
+    const c = this.current;
+    return c ? { description: c.s.description, since: c.since } : null;
+  }
+
+  get isSettled(): boolean {
+    return this.final !== null;
+  }
+
+  get outcome(): Final | null {
+    return this.final;
+  }
+
+  cancel(message?: string): Future<void> {
+    if (!this.final && !this.requests.some((r) => r.external)) {
+      const reason: CancelReason = {
+        kind: "cancel",
+        at: this.clock.now(),
+        ...(message === undefined ? {} : { message }),
+      };
+      this.request(this.root, reason, true);
+    }
+    return this.settledFuture();
+  }
+
+  [Symbol.iterator](): Iterator<unknown, T, unknown> {
+    const task = this;
+    return (function* join() {
+      return (yield task.joinSuspension()) as T;
+    })();
+  }
+
+  // biome-ignore lint/suspicious/noThenProperty: a task is awaitable by design.
+  then<R1 = T, R2 = never>(
+    onfulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,
+    onrejected?: ((reason: unknown) => R2 | PromiseLike<R2>) | null,
+  ): PromiseLike<R1 | R2> {
+    this.promise ??= new Promise<T>((resolve, reject) => {
+      this.onSettled(() => {
+        const o = this.joinOutcome();
+        if (o.ok) resolve(o.value as T);
+        else reject(o.error);
+      });
+    });
+    return this.promise.then(onfulfilled, onrejected);
+  }
+
+  // ---- lifecycle ------------------------------------------------------------------------------
+
+  /** Schedules the body for the next turn (semantics §2: `spawn` returns before the body runs). */
+  start(): this {
+    enqueue(() => this.begin());
+    return this;
+  }
+
+  private begin(): void {
+    if (this.final) return;
+    if (this.requests.length > 0) {
+      // Cancelled before its first turn: no user code runs at all.
+      this.bodyOutcome = { ok: false, error: new Cancelled(this.requests[0]!.reason) };
+      this.finish();
+      return;
+    }
+    try {
+      this.iterator = iterate(this.op);
+    } catch (error) {
+      this.bodySettled({ ok: false, error });
+      return;
+    }
+    this.advance({ ok: true, value: undefined });
+  }
+
+  /** Runs the generator until it suspends or finishes. */
+  private advance(input: Outcome<unknown>): void {
+    let o = input;
+    for (;;) {
+      if (this.abandonPending) {
+        this.abandon();
+        return;
+      }
+      const it = this.iterator;
+      if (!it) return;
+      let r: IteratorResult<unknown, T>;
+      try {
+        if (o.ok) r = it.next(o.value);
+        else if (it.throw) r = it.throw(o.error);
+        else throw o.error;
+      } catch (error) {
+        this.bodySettled({ ok: false, error });
+        return;
+      }
+      if (r.done) {
+        this.bodySettled({ ok: true, value: r.value });
+        return;
+      }
+      const instruction = r.value;
+      if (instruction === CURRENT_TASK) {
+        o = { ok: true, value: this };
+        continue;
+      }
+      if (isSuspension(instruction)) {
+        const c = this.takeDelivery(instruction.interruptible);
+        if (c) {
+          o = { ok: false, error: c };
+          continue;
+        }
+        this.suspend(instruction);
+        return;
+      }
+      o = { ok: false, error: notAnInstruction(instruction) };
+    }
+  }
+
+  private suspend(s: Suspension): void {
+    const cur: Current = { s, since: this.clock.now(), teardown: undefined, outcome: null };
+    this.current = cur;
+    try {
+      cur.teardown = s.enter((outcome) => {
+        if (cur.outcome || this.current !== cur) return;
+        cur.outcome = outcome;
+        enqueue(() => this.resumeFrom(cur));
+      });
+    } catch (error) {
+      if (!cur.outcome) {
+        cur.outcome = { ok: false, error };
+        enqueue(() => this.resumeFrom(cur));
+      }
+    }
+  }
+
+  private resumeFrom(cur: Current): void {
+    if (this.current !== cur) return;
+    this.leave(cur);
+    let o = cur.outcome!;
+    const c = this.takeDelivery(cur.s.interruptible);
+    if (c) {
+      if (!o.ok && !isCancelled(o.error)) {
+        this.emit({
+          type: "error:suppressed",
+          error: o.error,
+          primary: c,
+          context: `${cur.s.description}: replaced by cancellation`,
+        });
+      }
+      o = { ok: false, error: c };
+    }
+    this.advance(o);
+  }
+
+  private tryInterrupt(cur: Current): void {
+    if (this.current !== cur || cur.outcome || cur.s.interruptible === "never") return;
+    const c = this.takeDelivery(cur.s.interruptible);
+    if (!c) return;
+    this.leave(cur);
+    this.advance({ ok: false, error: c });
+  }
+
+  private leave(cur: Current): void {
+    this.current = null;
+    const t = cur.teardown;
+    cur.teardown = undefined;
+    if (t) {
+      try {
+        t();
+      } catch (error) {
+        this.emit({
+          type: "error:suppressed",
+          error,
+          primary: undefined,
+          context: `${cur.s.description}: teardown threw`,
+        });
+      }
+    }
+  }
+
+  // ---- cancellation ---------------------------------------------------------------------------
+
+  /**
+   * Counts a request against this task and cancels the children in the frame's region at once
+   * (semantics §3: a whole subtree unwinds concurrently). Delivery happens at a suspension point.
+   */
+  request(frame: Frame, reason: CancelReason, external: boolean): void {
+    if (this.final || this.abandonPending) return;
+    const r: CancelRequest = { frame, reason, external, deliveredIn: null };
+    this.requests.push(r);
+    if (!external) frame.request = r;
+    this.emit({ type: "cancel:request", reason, owner: external ? "outside" : frame.info });
+    this.cancelRegionChildren(frame, reason);
+    const cur = this.current;
+    if (cur && !cur.outcome && cur.s.interruptible === "normal") enqueue(() => this.tryInterrupt(cur));
+  }
+
+  /** Cancels, from outside, every unshielded child owned by `frame` or a frame nested in it. */
+  cancelRegionChildren(frame: Frame, reason: CancelReason): void {
+    if (frame.closed) return;
+    for (let f: Frame | null = this.top; f; f = f.parent) {
+      if (f.children)
+        for (const child of [...f.children]) if (!child.shielded) child.cancelFromOutside(reason);
+      if (f === frame) break;
+    }
+  }
+
+  /** A request from outside this task: never withdrawn, so the task ends cancelled (or failed). */
+  cancelFromOutside(reason: CancelReason): void {
+    if (this.final || this.requests.some((r) => r.external)) return;
+    this.request(this.root, reason, true);
+  }
+
+  /** Throws `Cancelled` here if one is due (entering any Keel operation delivers pending ones). */
+  checkpoint(): void {
+    const c = this.takeDelivery("normal");
+    if (c) throw c;
+  }
+
+  /**
+   * The `Cancelled` to throw at a suspension point of this kind, if any, marking what it delivers.
+   * Picks the outermost deliverable request, so the reason seen is the claim that will win.
+   */
+  takeDelivery(level: Interruptible): Cancelled | null {
+    if (level === "never") return null;
+    for (const u of this.unwinding) {
+      if (u.hardCancelled) {
+        if (++this.hardThrows > HARD_THROW_LIMIT) this.abandonPending = true;
+        return u.hardCancelled;
+      }
+    }
+    if (level !== "normal" || this.requests.length === 0) return null;
+    const last = this.unwinding[this.unwinding.length - 1];
+    const deliverable = (r: CancelRequest) =>
+      !r.deliveredIn && !r.frame.closed && (!last || r.frame.entrySeq > last.seq);
+    let best: CancelRequest | null = null;
+    let bestDepth = Infinity;
+    for (const r of this.requests) {
+      if (!deliverable(r)) continue;
+      const d = r.frame.depth;
+      if (d < bestDepth) [best, bestDepth] = [r, d];
+    }
+    if (!best) return null;
+    const now = this.clock.now();
+    const budgetMs = (this.top.contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
+    const u: Unwinding = {
+      seq: sequence(),
+      cancelled: new Cancelled(best.reason),
+      at: now,
+      budgetMs,
+      cleanupDeadline: Math.min(now + budgetMs, last ? last.cleanupDeadline : Infinity),
+      delivered: new Set(),
+      hardCancelled: null,
+      cancelTimer: null,
+    };
+    for (const r of this.requests) {
+      if (deliverable(r)) {
+        r.deliveredIn = u;
+        u.delivered.add(r);
+      }
+    }
+    this.unwinding.push(u);
+    this.delivered = true;
+    if (budgetMs !== Infinity) u.cancelTimer = this.clock.schedule(now + budgetMs, () => this.cut(u));
+    return u.cancelled;
+  }
+
+  /** The cleanup budget ran out: cut the pending step, then abandon one budget later. */
+  private cut(u: Unwinding): void {
+    if (this.final || !this.unwinding.includes(u)) return;
+    const now = this.clock.now();
+    u.hardCancelled = new Cancelled({
+      kind: "cleanup-overrun",
+      at: now,
+      message: `cleanup exceeded its budget of ${u.budgetMs} ms`,
+    });
+    this.emit({
+      type: "cleanup:overrun",
+      budgetMs: u.budgetMs,
+      waitingOn: this.current?.s.description ?? null,
+    });
+    u.cancelTimer = this.clock.schedule(now + u.budgetMs, () => this.abandon());
+    const cur = this.current;
+    if (cur && !cur.outcome) enqueue(() => this.tryInterrupt(cur));
+  }
+
+  /** Removes a request; an unwinding whose requests are all withdrawn has ended. */
+  withdraw(r: CancelRequest): void {
+    const i = this.requests.indexOf(r);
+    if (i >= 0) this.requests.splice(i, 1);
+    if (r.frame.request === r) r.frame.request = null;
+    const u = r.deliveredIn;
+    if (u?.delivered.delete(r) && u.delivered.size === 0) this.endUnwinding(u);
+  }
+
+  private endUnwinding(u: Unwinding): void {
+    const i = this.unwinding.indexOf(u);
+    if (i >= 0) this.unwinding.splice(i, 1);
+    u.cancelTimer?.();
+    u.cancelTimer = null;
+    if (!this.unwinding.some((x) => x.hardCancelled)) this.hardThrows = 0;
+  }
+
+  /**
+   * A `Cancelled` leaves `frame` unconverted: the enclosing requests that prevented the conversion
+   * now travel with it, so they are not delivered a second time (semantics §3: at most once).
+   */
+  adoptEnclosing(frame: Frame, c: unknown): void {
+    const u = this.unwinding.find((x) => x.cancelled === c) ?? this.unwinding[this.unwinding.length - 1];
+    if (!u) return;
+    for (const r of this.requests) {
+      if (!r.deliveredIn && r.frame !== frame && r.frame.encloses(frame)) {
+        r.deliveredIn = u;
+        u.delivered.add(r);
+      }
+    }
+  }
+
+  /** The `Cancelled` in flight, for an operation that must rethrow one (a swallowed claim). */
+  inFlightCancelled(): Cancelled | null {
+    return this.unwinding[this.unwinding.length - 1]?.cancelled ?? null;
+  }
+
+  /** True while any cancellation is in flight against the task (counted or unwinding). */
+  get isCancelling(): boolean {
+    return this.requests.length > 0 || this.unwinding.length > 0;
+  }
+
+  // ---- frames and deadlines -------------------------------------------------------------------
+
+  /** The deadline in force now: during cleanup, the cleanup deadline lowered by fresh scopes. */
+  effectiveDeadline(): number {
+    const last = this.unwinding[this.unwinding.length - 1];
+    if (!last || this.top.entrySeq > last.seq) return this.top.deadline;
+    return last.cleanupDeadline;
+  }
+
+  pushFrame(kind: string, label: string, ownDeadline = Infinity): Frame {
+    const parent = this.top;
+    const deadline = Math.min(ownDeadline, this.effectiveDeadline());
+    const f = new Frame(
+      this,
+      parent,
+      kind,
+      label,
+      this.requests.length,
+      deadline,
+      this.clock.now(),
+      parent.contexts,
+    );
+    this.top = f;
+    return f;
+  }
+
+  /** Pops `frame` (which must be the top) and runs its cleanups. */
+  popFrame(frame: Frame): void {
+    if (this.top !== frame)
+      throw new Error(`Keel internal error: popping ${frame.label}, top is ${this.top.label}`);
+    this.top = frame.parent!;
+    frame.closed = true;
+    frame.runCleanups();
+  }
+
+  /** Cancels the children still running when a frame's operation settles (reason `parent`). */
+  cancelChildrenAtExit(frame: Frame): void {
+    if (!frame.children) return;
+    const reason: CancelReason = {
+      kind: "parent",
+      at: this.clock.now(),
+      scope: frame.info,
+      message: `${frame.label} finished`,
+    };
+    for (const child of [...frame.children]) child.cancelFromOutside(reason);
+  }
+
+  // ---- settling -------------------------------------------------------------------------------
+
+  private bodySettled(o: Outcome<T>): void {
+    this.iterator = null;
+    while (this.top !== this.root) this.popFrame(this.top);
+    const root = this.root;
+    root.bodySettled = true;
+    if (!o.ok && !isCancelled(o.error)) root.recordError(o.error);
+    this.bodyOutcome = o;
+    if (root.children?.size) {
+      this.cancelChildrenAtExit(root);
+      root.waiter = () => this.finish();
+    } else {
+      this.finish();
+    }
+  }
+
+  private finish(): void {
+    if (this.final) return;
+    const root = this.root;
+    root.closed = true;
+    root.runCleanups();
+    const o = this.bodyOutcome!;
+    const errors = root.errors;
+    if (errors?.length) {
+      const primary = errors[0];
+      for (const later of errors.slice(1)) this.suppress(primary, later, "a later error in the same task");
+      const outside = this.requests.find((r) => r.external);
+      if (outside) this.emit({ type: "cancel:replaced", error: primary, reason: outside.reason });
+      this.settle({ state: "failed", error: primary });
+    } else if (!o.ok || this.requests.length > 0) {
+      const reason =
+        this.requests.find((r) => r.external)?.reason ??
+        this.requests[0]?.reason ??
+        (!o.ok && isCancelled(o.error) ? o.error.reason : { kind: "cancel", at: this.clock.now() });
+      if (o.ok && this.delivered) this.emit({ type: "cleanup:swallow", scope: null, reason });
+      this.settle({ state: "cancelled", reason });
+    } else {
+      this.settle({ state: "completed", value: o.value });
+    }
+  }
+
+  /** Appends `later` to `primary.suppressed` and reports it (semantics §2: never dropped). */
+  suppress(primary: unknown, later: unknown, context: string): void {
+    appendSuppressed(primary, later);
+    this.emit({ type: "error:suppressed", error: later, primary, context });
+  }
+
+  private settle(final: Final): void {
+    this.final = final;
+    for (const u of this.unwinding) u.cancelTimer?.();
+    this.unwinding.length = 0;
+    this.requests.length = 0;
+    this.current = null;
+    this.iterator = null;
+    this.emit({
+      type: "task:settle",
+      state: final.state,
+      ...(final.state === "failed" ? { error: final.error } : {}),
+      ...(final.state === "cancelled" ? { reason: final.reason } : {}),
+    });
+    if (this.owner) childSettled(this.owner, this);
+    const callbacks = this.settledCallbacks;
+    this.settledCallbacks = null;
+    if (callbacks) for (const cb of callbacks) cb();
+  }
+
+  /**
+   * Gives up on a task that keeps swallowing its cancellation (semantics §5): its generator is never
+   * resumed again, its frames' timers are cleared, its children cancelled and awaited.
+   */
+  private abandon(): void {
+    if (this.final) return;
+    this.abandonPending = false;
+    this.emit({ type: "cleanup:abandon", waitingOn: this.current?.s.description ?? null });
+    const cur = this.current;
+    if (cur) this.leave(cur);
+    this.iterator = null;
+    const live: TaskImpl<unknown>[] = [];
+    for (let f: Frame | null = this.top; f; f = f.parent) {
+      f.runCleanups();
+      f.closed = true;
+      f.waiter = null;
+      if (f.children) live.push(...f.children);
+    }
+    const reason = this.requests.find((r) => r.external)?.reason ?? {
+      kind: "cleanup-overrun",
+      at: this.clock.now(),
+      message: "abandoned after swallowing its cancellation",
+    };
+    this.requests.length = 0;
+    let pending = live.length;
+    const done = () => {
+      if (--pending <= 0) this.settle({ state: "cancelled", reason });
+    };
+    if (pending === 0) {
+      this.settle({ state: "cancelled", reason });
+      return;
+    }
+    for (const child of live) {
+      child.cancelFromOutside(reason);
+      child.onSettled(done);
+    }
+  }
+
+  // ---- joining --------------------------------------------------------------------------------
+
+  onSettled(cb: () => void): () => void {
+    if (this.final) {
+      cb();
+      return () => {};
+    }
+    (this.settledCallbacks ??= []).push(cb);
+    return () => {
+      const list = this.settledCallbacks;
+      const i = list ? list.indexOf(cb) : -1;
+      if (i >= 0) list!.splice(i, 1);
+    };
+  }
+
+  /** What a joiner gets: the value, the error, or `TaskCancelledError` (never `Cancelled`). */
+  joinOutcome(): Outcome<T> {
+    const f = this.final!;
+    if (f.state === "completed") return { ok: true, value: f.value as T };
+    if (f.state === "failed") return { ok: false, error: f.error };
+    return { ok: false, error: new TaskCancelledError(this.path, f.reason) };
+  }
+
+  private joinSuspension(): Suspension<T> {
+    return {
+      kind: "suspend",
+      description: `join ${this.name}#${this.id}`,
+      interruptible: "normal",
+      enter: (resolve) => this.onSettled(() => resolve(this.joinOutcome())),
+    };
+  }
+
+  private settledFuture(): Future<void> {
+    const task = this;
+    let promise: Promise<void> | null = null;
+    return {
+      // biome-ignore lint/suspicious/noThenProperty: a future is awaitable by design.
+      then(onfulfilled, onrejected) {
+        promise ??= new Promise<void>((resolve) => task.onSettled(() => resolve()));
+        return promise.then(onfulfilled, onrejected);
+      },
+      *[Symbol.iterator]() {
+        yield {
+          kind: "suspend",
+          description: `cancel ${task.name}#${task.id}`,
+          interruptible: "normal",
+          enter: (resolve) => task.onSettled(() => resolve({ ok: true, value: undefined })),
+        } satisfies Suspension<void>;
+      },
+    };
+  }
+
+  emit(event: KeelEventInput): void {
+    this.runtime.emit({ ...event, at: this.clock.now(), taskId: this.id, path: this.path } as KeelEvent);
+  }
+
+  /** Every live child, across the task's frames (for snapshots and leak checks). */
+  liveChildren(): TaskImpl<unknown>[] {
+    const out: TaskImpl<unknown>[] = [];
+    for (let f: Frame | null = this.top; f; f = f.parent) if (f.children) out.push(...f.children);
+    return out.reverse();
+  }
+}
+
+/** A child settled: unlink it, apply the frame's failure policy, and wake a scope waiting to exit. */
+function childSettled(frame: Frame, child: TaskImpl<unknown>): void {
+  frame.children?.delete(child);
+  if (frame.policy) frame.policy.onChildSettled(child);
+  else {
+    const f = child.outcome;
+    if (f?.state === "failed") failFrame(frame, f.error);
+  }
+  if (frame.waiter && !frame.children?.size) {
+    const w = frame.waiter;
+    frame.waiter = null;
+    w();
+  }
+}
+
+/**
+ * A child's error fails its owner (semantics §2): the first one is the primary and cancels the
+ * frame's region with reason `child-failed`; later ones are attached to it when the frame exits.
+ */
+export function failFrame(frame: Frame, error: unknown): void {
+  const task = frame.task;
+  if (!frame.recordError(error)) return;
+  const reason: CancelReason = {
+    kind: "child-failed",
+    at: task.clock.now(),
+    scope: frame.info,
+    message: `a child of ${frame.label} failed`,
+  };
+  if (!frame.bodySettled && !frame.closed && !frame.request) task.request(frame, reason, false);
+  else task.cancelRegionChildren(frame, reason);
+}
+
+function isSuspension(v: unknown): v is Suspension {
+  return (
+    typeof v === "object" &&
+    v !== null &&
+    (v as Suspension).kind === "suspend" &&
+    typeof (v as Suspension).enter === "function"
+  );
+}

@@ -1,0 +1,73 @@
+/**
+ * The table of events the runtime emits (semantics §9), as one typed union.
+ * @module
+ */
+import type { CancelReason, ScopeInfo } from "../kernel/cancelled.js";
+
+interface Base {
+  /** The clock's time when it happened. */
+  readonly at: number;
+  readonly taskId: number;
+  /** The task's path from its root: `main#1/handler#4`. */
+  readonly path: string;
+}
+
+/** Everything the runtime reports; `type` tells which. */
+export type KeelEvent =
+  | (Base & { readonly type: "task:start"; readonly name: string; readonly parentId: number | null })
+  | (Base & {
+      readonly type: "task:settle";
+      readonly state: "completed" | "failed" | "cancelled";
+      readonly error?: unknown;
+      readonly reason?: CancelReason;
+    })
+  | (Base & {
+      readonly type: "cancel:request";
+      readonly reason: CancelReason;
+      readonly owner: ScopeInfo | "outside";
+    })
+  | (Base & {
+      readonly type: "timeout:fire";
+      readonly scope: ScopeInfo;
+      readonly timeoutMs: number;
+      readonly deadline: number;
+    })
+  | (Base & { readonly type: "timeout:superseded"; readonly scope: ScopeInfo })
+  | (Base & {
+      readonly type: "cleanup:overrun";
+      readonly budgetMs: number;
+      readonly waitingOn: string | null;
+    })
+  | (Base & {
+      readonly type: "cleanup:swallow";
+      readonly scope: ScopeInfo | null;
+      readonly reason: CancelReason;
+    })
+  | (Base & { readonly type: "cleanup:abandon"; readonly waitingOn: string | null })
+  | (Base & { readonly type: "shield:delay"; readonly delayedMs: number; readonly reason: CancelReason })
+  | (Base & {
+      readonly type: "error:suppressed";
+      readonly error: unknown;
+      readonly primary: unknown;
+      readonly context: string;
+    })
+  | (Base & { readonly type: "cancel:replaced"; readonly error: unknown; readonly reason: CancelReason });
+
+/** The `type` of each event. */
+export type KeelEventType = KeelEvent["type"];
+
+/** Event types that are warnings by default (printed when nobody listens). */
+export const warningEvents: ReadonlySet<KeelEventType> = new Set([
+  "cleanup:overrun",
+  "cleanup:swallow",
+  "cleanup:abandon",
+  "cancel:replaced",
+  "error:suppressed",
+]);
+
+/** The fields an emitter supplies; the task adds `at`, `taskId` and `path`. */
+export type KeelEventInput = KeelEvent extends infer E
+  ? E extends KeelEvent
+    ? Omit<E, keyof Base>
+    : never
+  : never;

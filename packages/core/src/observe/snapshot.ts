@@ -1,0 +1,75 @@
+/**
+ * A live snapshot of the task tree, and its text form.
+ * @module
+ */
+import type { Task, TaskImpl, TaskState } from "../kernel/task.js";
+
+/** One task as seen at the moment of the snapshot. */
+export interface TaskSnapshot {
+  readonly id: number;
+  readonly name: string;
+  readonly path: string;
+  readonly state: TaskState;
+  /** Time since the task started, on its clock. */
+  readonly ageMs: number;
+  /** What is left of its effective deadline (`Infinity` when none). */
+  readonly deadlineLeftMs: number;
+  /** What it waits on now (`sleep(250)`), with how long it has waited; null while it runs. */
+  readonly waitingOn: string | null;
+  readonly waitingForMs: number | null;
+  /** Cancellation requests in flight against it. */
+  readonly cancellationCount: number;
+  readonly children: readonly TaskSnapshot[];
+}
+
+/**
+ * Takes a snapshot of `task` and everything under it.
+ *
+ * @example
+ * ```ts
+ * import { formatTaskTree, run, sleep, snapshot, spawn, suspend } from "@keel/core";
+ * const root = run(function* server() { yield* spawn(function* poll() { yield* sleep(1000); }); yield* suspend(); });
+ * await new Promise((r) => setTimeout(r, 5));
+ * console.log(formatTaskTree(snapshot(root)));
+ * await root.cancel();
+ * ```
+ */
+export function snapshot(task: Task<unknown>): TaskSnapshot {
+  const t = task as TaskImpl<unknown>;
+  const at = t.clock.now();
+  const w = t.isSettled ? null : t.waitingOn;
+  return {
+    id: t.id,
+    name: t.name,
+    path: t.path,
+    state: t.state,
+    ageMs: at - t.startedAt,
+    deadlineLeftMs: t.isSettled ? Infinity : Math.max(0, t.effectiveDeadline() - at),
+    waitingOn:
+      w?.description ??
+      (t.isSettled ? null : t.liveChildren().length > 0 && !t.waitingOn ? "its children" : null),
+    waitingForMs: w ? at - w.since : null,
+    cancellationCount: t.cancellationCount,
+    children: t.liveChildren().map((c) => snapshot(c)),
+  };
+}
+
+/**
+ * Formats a snapshot as an indented tree, one task a line:
+ * `server#1 running 2.0s, waiting on suspend()` …
+ */
+export function formatTaskTree(s: TaskSnapshot, indent = ""): string {
+  const parts = [`${indent}${s.name}#${s.id} ${s.state} ${formatMs(s.ageMs)}`];
+  if (s.deadlineLeftMs !== Infinity) parts.push(`deadline in ${formatMs(s.deadlineLeftMs)}`);
+  if (s.waitingOn)
+    parts.push(
+      `waiting on ${s.waitingOn}${s.waitingForMs !== null ? ` for ${formatMs(s.waitingForMs)}` : ""}`,
+    );
+  if (s.cancellationCount > 0) parts.push(`${s.cancellationCount} cancellation request(s)`);
+  const line = parts.join(", ");
+  return [line, ...s.children.map((c) => formatTaskTree(c, `${indent}  `))].join("\n");
+}
+
+function formatMs(ms: number): string {
+  return ms >= 1000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms)}ms`;
+}

@@ -1,0 +1,54 @@
+/**
+ * `run`: start a root task.
+ * @module
+ */
+import { checkDurationMs } from "./errors.js";
+import type { Clock } from "./kernel/clock.js";
+import { checkOp, nameOf, type Op } from "./kernel/operation.js";
+import { createRuntime } from "./kernel/runtime.js";
+import { BUDGET_KEY, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS, type Task, TaskImpl } from "./kernel/task.js";
+import type { KeelEvent } from "./observe/events.js";
+import { realClock } from "./time/real-clock.js";
+
+/** Options of {@link run}. */
+export interface RunOptions {
+  /** The task's name in the tree and in events (default: the generator function's name). */
+  name?: string;
+  /** The clock for every timer in the tree (default: the real clock; tests pass a virtual one). */
+  clock?: Clock;
+  /** How long unwinding may take once a cancellation is delivered (default 5000 ms). */
+  cleanupBudgetMs?: number;
+  /** Receives every event of the tree; without it, warnings go to `console.warn`. */
+  onEvent?: (event: KeelEvent) => void;
+}
+
+/**
+ * Starts `op` as a root task and returns it at once; the body starts on the next turn.
+ *
+ * Await the task for its value (a cancelled task rejects with `TaskCancelledError`), or call
+ * `task.cancel()`, which settles once everything under it has unwound. Nothing is reported as an
+ * unhandled rejection unless you await the task and ignore the error.
+ *
+ * @example
+ * ```ts
+ * import { run, sleep } from "@keel/core";
+ * const task = run(function* hello() { yield* sleep(10); return "hello"; });
+ * console.log(await task); // "hello"
+ * ```
+ * @throws `TypeError` when `op` is not an operation; `RangeError` for a bad `cleanupBudgetMs`.
+ */
+export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
+  checkOp("run(op)", op);
+  const budget = options.cleanupBudgetMs ?? DEFAULT_CLEANUP_BUDGET_MS;
+  checkDurationMs("run(op, { cleanupBudgetMs })", budget);
+  const clock = options.clock ?? realClock;
+  const task = new TaskImpl(op, {
+    name: options.name ?? nameOf(op, "run"),
+    parent: null,
+    owner: null,
+    runtime: createRuntime(options.onEvent),
+    contexts: { [CLOCK_KEY]: clock, [BUDGET_KEY]: budget },
+    deadline: Infinity,
+  });
+  return task.start();
+}

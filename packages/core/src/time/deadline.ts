@@ -1,0 +1,66 @@
+/**
+ * Reading time and the deadline in force: `now`, `deadline`, `remaining`.
+ * @module
+ */
+import type { Clock } from "../kernel/clock.js";
+import { currentTask } from "../kernel/current.js";
+import type { Operation } from "../kernel/operation.js";
+import { CLOCK_KEY } from "../kernel/task.js";
+
+/**
+ * The current time on the runtime's clock, in milliseconds.
+ *
+ * @example
+ * ```ts
+ * import { now, run } from "@keel/core";
+ * console.log(typeof (await run(now))); // "number"
+ * ```
+ */
+export function now(): Operation<number> {
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("now()");
+      return (task.top.contexts[CLOCK_KEY] as Clock).now();
+    },
+  };
+}
+
+/**
+ * The effective deadline where the caller runs: the earliest over every enclosing `timeout` and
+ * `timeoutAt`, inherited by spawned children; `Infinity` when none. Inside a `shield` only the
+ * shield's limit applies; during cleanup, the cleanup deadline (lowered by scopes opened there).
+ *
+ * @example
+ * ```ts
+ * import { deadline, run, timeoutAt } from "@keel/core";
+ * console.log(await run(() => timeoutAt(Date.now() + 60_000, deadline)) > Date.now()); // true
+ * ```
+ */
+export function deadline(): Operation<number> {
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("deadline()");
+      return task.effectiveDeadline();
+    },
+  };
+}
+
+/**
+ * What is left of the effective deadline, in milliseconds (never negative; `Infinity` when none).
+ * Pass it downstream (a header, a query budget) so each hop sees only what remains.
+ *
+ * @example
+ * ```ts
+ * import { remaining, run, timeout } from "@keel/core";
+ * console.log(await run(() => timeout(2000, remaining)) <= 2000); // true
+ * ```
+ */
+export function remaining(): Operation<number> {
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("remaining()");
+      const clock = task.top.contexts[CLOCK_KEY] as Clock;
+      return Math.max(0, task.effectiveDeadline() - clock.now());
+    },
+  };
+}

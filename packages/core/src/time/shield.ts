@@ -1,0 +1,100 @@
+/**
+ * `shield`: work that must finish survives an outer cancellation, for a bounded time.
+ * @module
+ */
+import { checkDurationMs, isTimeoutError } from "../errors.js";
+import { isCancelled } from "../kernel/cancelled.js";
+import { currentTask } from "../kernel/current.js";
+import { checkOp, nameOf, type Op, type Operation, type Outcome } from "../kernel/operation.js";
+import { spawnInto } from "../kernel/spawn.js";
+import { BUDGET_KEY, DEFAULT_CLEANUP_BUDGET_MS } from "../kernel/task.js";
+import { timeoutScope } from "./timeout.js";
+
+/**
+ * Runs `op` in a child task that cancellation from outside the shield does not reach, bounded by
+ * `limitMs` (default: the cleanup budget in force). Use it for a commit, a flush, a goodbye message.
+ *
+ * If the caller is cancelled while it waits, it keeps waiting until the shielded work settles, then
+ * the cancellation is delivered right there (`yield* shield(…)` throws `Cancelled`); the work's error,
+ * if any, is reported as an `error:suppressed` event, never lost. At `limitMs` the work is cancelled
+ * (with its own cleanup budget) and the shield throws `TimeoutError`, or `Cancelled` when the caller
+ * is itself being cancelled. The shielded task is owned by the caller's scope: never orphaned.
+ *
+ * **Time**: inside, the enclosing deadline does not apply; only `limitMs` does. Timeouts and cancels
+ * made inside the shield work as usual.
+ *
+ * @example
+ * ```ts
+ * import { run, shield, sleep, suspend } from "@keel/core";
+ * const worker = run(function* worker() {
+ *   try { yield* suspend(); }
+ *   finally { yield* shield(function* flush() { yield* sleep(50); console.log("flushed"); }, { limitMs: 1000 }); }
+ * });
+ * await worker.cancel(); // prints "flushed" first
+ * ```
+ * @throws `RangeError` for a negative, NaN or infinite `limitMs` (a shield is never unbounded).
+ */
+export function shield<T>(op: Op<T>, options?: { limitMs?: number }): Operation<T> {
+  checkOp("shield(op)", op);
+  const limitOption = options?.limitMs;
+  if (limitOption !== undefined) checkDurationMs("shield(op, { limitMs })", limitOption, false);
+  const name = `shield(${nameOf(op, "op")})`;
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask(name);
+      task.checkpoint();
+      const frame = task.top;
+      const limitMs =
+        limitOption ?? (frame.contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
+      const guarded = timeoutScope(op, `${name} limit ${limitMs} ms`, (t) => t + limitMs);
+      const child = spawnInto(frame, guarded, nameOf(op, "shielded"), { shielded: true, deadline: Infinity });
+      try {
+        yield {
+          kind: "suspend",
+          description: `${name}: waiting for ${child.name}#${child.id}`,
+          interruptible: "shield",
+          enter: (resolve: (o: Outcome<void>) => void) =>
+            child.onSettled(() => resolve({ ok: true, value: undefined })),
+        };
+      } catch (e) {
+        if (isCancelled(e)) {
+          const f = child.outcome;
+          if (!f) {
+            // Only a cleanup-budget cut interrupts a shield: the work is cancelled now, and the
+            // caller's scope still waits for it, so it is never orphaned.
+            child.cancelFromOutside(e.reason);
+          } else {
+            task.emit({
+              type: "shield:delay",
+              delayedMs: Math.max(0, task.clock.now() - e.reason.at),
+              reason: e.reason,
+            });
+            if (f.state === "failed") {
+              task.emit({
+                type: "error:suppressed",
+                error: f.error,
+                primary: e,
+                context: `${name}: the shielded work failed while the caller was cancelled`,
+              });
+            }
+          }
+        }
+        throw e;
+      }
+      const f = child.outcome!;
+      if (f.state === "completed") return f.value as T;
+      const o = child.joinOutcome();
+      const inFlight = task.isCancelling ? task.inFlightCancelled() : null;
+      if (inFlight && isTimeoutError(o.ok ? undefined : o.error)) {
+        task.emit({
+          type: "error:suppressed",
+          error: (o as { error: unknown }).error,
+          primary: inFlight,
+          context: `${name}: limit reached during cleanup`,
+        });
+        throw inFlight;
+      }
+      throw (o as { error: unknown }).error;
+    },
+  };
+}

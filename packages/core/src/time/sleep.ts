@@ -1,0 +1,40 @@
+/**
+ * `sleep`: wait for a duration on the runtime's clock.
+ * @module
+ */
+import { checkDurationMs } from "../errors.js";
+import type { Clock } from "../kernel/clock.js";
+import { currentTask } from "../kernel/current.js";
+import type { Operation } from "../kernel/operation.js";
+import { CLOCK_KEY } from "../kernel/task.js";
+
+/**
+ * Waits `ms` milliseconds on the runtime's clock (virtual in tests). `sleep(Infinity)` waits until
+ * cancelled.
+ *
+ * **Cancellation**: a suspension point; cancelling removes its timer.
+ *
+ * @example
+ * ```ts
+ * import { now, run, sleep } from "@keel/core";
+ * await run(function* tick() { const t0 = yield* now(); yield* sleep(20); console.log((yield* now()) - t0 >= 20); });
+ * ```
+ * @throws `RangeError` for a negative or NaN `ms`, at the call.
+ */
+export function sleep(ms: number): Operation<void> {
+  checkDurationMs("sleep(ms)", ms);
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("sleep(ms)");
+      const clock = task.top.contexts[CLOCK_KEY] as Clock;
+      const at = clock.now() + ms;
+      yield {
+        kind: "suspend",
+        description: `sleep(${ms})`,
+        interruptible: "normal",
+        enter: (resolve: (o: { ok: true; value: undefined }) => void) =>
+          at === Infinity ? undefined : clock.schedule(at, () => resolve({ ok: true, value: undefined })),
+      };
+    },
+  };
+}

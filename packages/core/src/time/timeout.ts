@@ -1,0 +1,120 @@
+/**
+ * `timeout` and `timeoutAt`: scopes with a deadline that own their cancellation.
+ * @module
+ */
+import { checkDurationMs, invalidRange, TimeoutError } from "../errors.js";
+import type { Clock } from "../kernel/clock.js";
+import { currentTask, delegate } from "../kernel/current.js";
+import { exitFrame } from "../kernel/frame-exit.js";
+import { checkOp, type Op, type Operation, type Outcome } from "../kernel/operation.js";
+import { CLOCK_KEY } from "../kernel/task.js";
+
+/**
+ * Runs `op` with a budget of `ms`, counted from entry.
+ *
+ * When the budget runs out, the scope cancels its region: the body sees `Cancelled` at its current
+ * suspension point, its `finally` blocks run (async cleanup allowed, within the cleanup budget), the
+ * children spawned inside are cancelled, and then this scope, and only this scope, throws
+ * `TimeoutError`. Nested timeouts compose by the counting rule: an inner timeout that fires and is
+ * caught leaves the outer armed; when an outer one fires first (or at the same instant) the inner
+ * stays silent. A `TimeoutError` thrown by `op` itself passes through untouched.
+ *
+ * **Time**: the deadline is inclusive (a result due exactly at it loses), travels to children, and is
+ * readable with `deadline()` / `remaining()`. `timeout(0, op)` never starts `op`; `Infinity` disables.
+ *
+ * @example
+ * ```ts
+ * import { run, sleep, timeout, TimeoutError } from "@keel/core";
+ * await run(function* handler() {
+ *   try { yield* timeout(100, sleep(5000)); } catch (e) { console.log(e instanceof TimeoutError); } // true
+ * });
+ * ```
+ * @throws `RangeError` for a negative or NaN `ms`; `TypeError` when `op` is not an operation.
+ */
+export function timeout<T>(ms: number, op: Op<T>): Operation<T> {
+  checkDurationMs("timeout(ms)", ms);
+  checkOp("timeout(ms, op)", op);
+  return timeoutScope(op, `timeout(${ms})`, (t) => t + ms);
+}
+
+/**
+ * Like {@link timeout}, with an absolute deadline `at` on the runtime's clock: the way to share one
+ * melting budget across several sequential calls. A deadline at or before now throws `TimeoutError`
+ * without starting `op`.
+ *
+ * @example
+ * ```ts
+ * import { now, run, sleep, timeoutAt } from "@keel/core";
+ * await run(function* handler() {
+ *   const at = (yield* now()) + 2000; // one budget for both calls
+ *   yield* timeoutAt(at, sleep(500));
+ *   yield* timeoutAt(at, sleep(500)); // gets what is left: 1500 ms
+ * });
+ * ```
+ * @throws `RangeError` for a NaN `at`; `TypeError` when `op` is not an operation.
+ */
+export function timeoutAt<T>(at: number, op: Op<T>): Operation<T> {
+  if (typeof at !== "number" || Number.isNaN(at))
+    throw invalidRange("timeoutAt(at)", "a number (an instant on the runtime's clock)", at);
+  checkOp("timeoutAt(at, op)", op);
+  return timeoutScope(op, `timeoutAt(${at})`, () => at);
+}
+
+/** The scope behind both: `deadlineFrom(entryTime)` gives the deadline. */
+export function timeoutScope<T>(
+  op: Op<T>,
+  label: string,
+  deadlineFrom: (t: number) => number,
+  code?: string,
+): Operation<T> {
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask(label);
+      task.checkpoint();
+      const clock = task.top.contexts[CLOCK_KEY] as Clock;
+      const enteredAt = clock.now();
+      const deadline = deadlineFrom(enteredAt);
+      const timeoutMs = Math.max(0, deadline - enteredAt);
+      const makeError = () =>
+        new TimeoutError({
+          timeoutMs,
+          deadline,
+          elapsedMs: clock.now() - enteredAt,
+          label,
+          ...(code ? { code } : {}),
+        });
+      // A spent budget starts nothing: the deadline is inclusive, so `at === now` is already spent.
+      if (deadline <= enteredAt) throw makeError();
+      const frame = task.pushFrame("timeout", label, deadline);
+      let disarm: (() => void) | null = null;
+      if (deadline !== Infinity) {
+        // Registered on entry, so it fires before resumptions due at the same instant.
+        disarm = clock.schedule(deadline, () => {
+          disarm = null;
+          if (frame.closed || frame.bodySettled || frame.request) return;
+          task.emit({ type: "timeout:fire", scope: frame.info, timeoutMs, deadline });
+          task.request(
+            frame,
+            {
+              kind: "timeout",
+              at: clock.now(),
+              scope: frame.info,
+              message: `${label}: timed out after ${timeoutMs} ms`,
+            },
+            false,
+          );
+        });
+        frame.cleanups.push(() => disarm?.());
+      }
+      let outcome: Outcome<T>;
+      try {
+        outcome = { ok: true, value: yield* delegate(op) };
+      } catch (error) {
+        outcome = { ok: false, error };
+      }
+      disarm?.();
+      disarm = null;
+      return yield* exitFrame(task, frame, outcome, makeError);
+    },
+  };
+}

@@ -1,0 +1,140 @@
+/**
+ * A virtual clock: time moves only when told to, or (autojump) when the runtime is idle.
+ * @module
+ */
+import type { Clock } from "@keel/core";
+
+/** A {@link Clock} whose time is controlled by the test. */
+export interface VirtualClock extends Clock {
+  /**
+   * Moves time forward by `ms`, firing every timer due on the way in order (each sees `now()` equal
+   * to its own instant). Synchronous: called inside a task it stands for `ms` of blocking work.
+   */
+  advance(ms: number): void;
+  /** Timers registered and neither fired nor cancelled. */
+  readonly pendingTimers: number;
+  /** The instants of the pending timers, earliest first (for assertions and hang reports). */
+  readonly pendingTimerInstants: readonly number[];
+  /** Things outside the runtime declared in flight (see {@link Clock.hold}). */
+  readonly holds: number;
+  /** Whether time jumps to the next timer when the runtime is idle. */
+  autojump: boolean;
+  /** Keeps autojump from moving time while something outside the runtime is in flight. */
+  hold(description: string): () => void;
+}
+
+interface Timer {
+  readonly at: number;
+  readonly seq: number;
+  readonly fn: () => void;
+}
+
+/**
+ * Creates a virtual clock starting at `start` (default 0).
+ *
+ * With `autojump` (on by default), when every task is suspended and nothing held is in flight, time
+ * jumps to the next timer: the check runs on `setImmediate`, after the runtime's queue and every
+ * pending promise callback have drained, so a test never sleeps for real. Timers due at one instant
+ * fire in registration order, all before any task they wake resumes.
+ *
+ * @example
+ * ```ts
+ * import { run, sleep, now } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const clock = createVirtualClock();
+ * const t = await run(function* () { yield* sleep(60_000); return yield* now(); }, { clock });
+ * console.log(t); // 60000, in about a millisecond of real time
+ * ```
+ * @throws `RangeError` for a non-finite `start`.
+ */
+export function createVirtualClock(options: { start?: number; autojump?: boolean } = {}): VirtualClock {
+  const start = options.start ?? 0;
+  if (typeof start !== "number" || !Number.isFinite(start)) {
+    throw new RangeError(`createVirtualClock({ start }): expected a finite number, got ${String(start)}`);
+  }
+  let current = start;
+  let seq = 0;
+  let holds = 0;
+  let armed = false;
+  let autojump = options.autojump ?? true;
+  const timers: Timer[] = [];
+
+  const insert = (t: Timer) => {
+    let lo = 0;
+    let hi = timers.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      const m = timers[mid]!;
+      if (m.at < t.at || (m.at === t.at && m.seq < t.seq)) lo = mid + 1;
+      else hi = mid;
+    }
+    timers.splice(lo, 0, t);
+  };
+
+  const fireUntil = (target: number) => {
+    while (timers.length > 0 && timers[0]!.at <= target) {
+      const t = timers.shift()!;
+      if (t.at > current) current = t.at;
+      t.fn();
+    }
+    if (target > current) current = target;
+  };
+
+  const arm = () => {
+    if (armed || !autojump || timers.length === 0) return;
+    armed = true;
+    setImmediate(() => {
+      armed = false;
+      if (!autojump || holds > 0 || timers.length === 0) return;
+      const next = timers[0]!.at;
+      fireUntil(Math.max(next, current));
+      arm();
+    });
+  };
+
+  return {
+    now: () => current,
+    schedule(at, fn) {
+      const t: Timer = { at, seq: seq++, fn };
+      insert(t);
+      arm();
+      return () => {
+        const i = timers.indexOf(t);
+        if (i >= 0) timers.splice(i, 1);
+      };
+    },
+    hold(_description) {
+      holds++;
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        holds--;
+        arm();
+      };
+    },
+    advance(ms) {
+      if (typeof ms !== "number" || Number.isNaN(ms) || ms < 0 || ms === Infinity) {
+        throw new RangeError(`clock.advance(ms): expected a finite number ≥ 0, got ${String(ms)}`);
+      }
+      fireUntil(current + ms);
+      arm();
+    },
+    get pendingTimers() {
+      return timers.length;
+    },
+    get pendingTimerInstants() {
+      return timers.map((t) => t.at);
+    },
+    get holds() {
+      return holds;
+    },
+    get autojump() {
+      return autojump;
+    },
+    set autojump(on: boolean) {
+      autojump = on;
+      arm();
+    },
+  };
+}

@@ -73,6 +73,8 @@ interface Unwinding {
   readonly delivered: Set<CancelRequest>;
   /** Set when the budget ran out: every suspension point then throws `hardCancelled` at once. */
   hardCancelled: Cancelled | null;
+  /** The budget ran out while the task waited for its children: cut when that wait ends. */
+  cutDeferred: boolean;
   cancelTimer: (() => void) | null;
 }
 
@@ -302,7 +304,10 @@ export class TaskImpl<T> implements Task<T> {
     if (this.current !== cur) return;
     this.leave(cur);
     let o = cur.outcome!;
-    const c = this.takeDelivery(cur.s.interruptible);
+    // A shield only defers delivery while it waits; once it settles, a pending request is due here.
+    const level = cur.s.interruptible === "never" ? "never" : "normal";
+    if (level === "normal") for (const u of this.unwinding) if (u.cutDeferred) this.cut(u);
+    const c = this.takeDelivery(level);
     if (c) {
       if (!o.ok && !isCancelled(o.error)) {
         this.emit({
@@ -416,6 +421,7 @@ export class TaskImpl<T> implements Task<T> {
       cleanupDeadline: Math.min(now + budgetMs, last ? last.cleanupDeadline : Infinity),
       delivered: new Set(),
       hardCancelled: null,
+      cutDeferred: false,
       cancelTimer: null,
     };
     for (const r of this.requests) {
@@ -433,6 +439,10 @@ export class TaskImpl<T> implements Task<T> {
   /** The cleanup budget ran out: cut the pending step, then abandon one budget later. */
   private cut(u: Unwinding): void {
     if (this.final || !this.unwinding.includes(u)) return;
+    // Time spent waiting for children is bounded by their own budgets; the cut is for this task's
+    // own code, so it waits until the task runs again (and never comes once the body has finished).
+    u.cutDeferred = !this.iterator || this.current?.s.interruptible === "never";
+    if (u.cutDeferred) return;
     const now = this.clock.now();
     u.hardCancelled = new Cancelled({
       kind: "cleanup-overrun",
@@ -701,9 +711,9 @@ export class TaskImpl<T> implements Task<T> {
 
   /** Every live child, across the task's frames (for snapshots and leak checks). */
   liveChildren(): TaskImpl<unknown>[] {
-    const out: TaskImpl<unknown>[] = [];
-    for (let f: Frame | null = this.top; f; f = f.parent) if (f.children) out.push(...f.children);
-    return out.reverse();
+    const frames: Frame[] = [];
+    for (let f: Frame | null = this.top; f; f = f.parent) frames.unshift(f);
+    return frames.flatMap((f) => (f.children ? [...f.children] : []));
   }
 }
 
@@ -712,8 +722,9 @@ function childSettled(frame: Frame, child: TaskImpl<unknown>): void {
   frame.children?.delete(child);
   if (frame.policy) frame.policy.onChildSettled(child);
   else {
+    // A shield consumes its task's outcome itself (semantics §6), so it never fails the owner.
     const f = child.outcome;
-    if (f?.state === "failed") failFrame(frame, f.error);
+    if (f?.state === "failed" && !child.shielded) failFrame(frame, f.error);
   }
   if (frame.waiter && !frame.children?.size) {
     const w = frame.waiter;

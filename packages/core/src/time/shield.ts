@@ -63,6 +63,12 @@ export function shield<T>(op: Op<T>, options?: { limitMs?: number }): Operation<
             // Only a cleanup-budget cut interrupts a shield: the work is cancelled now, and the
             // caller's scope still waits for it, so it is never orphaned.
             child.cancelFromOutside(e.reason);
+            child.onSettled(() => {
+              const late = child.outcome;
+              if (late?.state === "failed") {
+                task.emit({ type: "error:suppressed", error: late.error, primary: e, context: `${name}: the shielded work failed after a cleanup cut` });
+              }
+            });
           } else {
             task.emit({
               type: "shield:delay",

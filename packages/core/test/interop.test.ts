@@ -1,0 +1,183 @@
+import { action, call, run, scoped, sleep, spawn, TaskCancelledError, timeout, until, useAbortSignal } from "@keel/core";
+import { createHarness } from "@keel/testing";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+
+const unhandled: unknown[] = [];
+const onUnhandled = (e: unknown) => unhandled.push(e);
+beforeEach(() => {
+  unhandled.length = 0;
+  process.on("unhandledRejection", onUnhandled);
+});
+afterEach(async () => {
+  await new Promise((r) => setTimeout(r, 0));
+  process.off("unhandledRejection", onUnhandled);
+  expect(unhandled).toEqual([]);
+});
+
+describe("promise interop", () => {
+  it("call's signal aborts when a timeout cancels the call, and a late rejection is ignored", async () => {
+    const h = createHarness();
+    let rejectLate!: (e: unknown) => void;
+    let abortedAt = -1;
+    const t = h.run(() =>
+      timeout(50, () =>
+        call(
+          (signal) =>
+            new Promise((_, reject) => {
+              rejectLate = reject;
+              signal.addEventListener("abort", () => {
+                abortedAt = h.clock.now();
+              });
+            }),
+        ),
+      ),
+    );
+    await expect(t).rejects.toMatchObject({ name: "TimeoutError", timeoutMs: 50 });
+    expect(abortedAt).toBe(50);
+    rejectLate(new Error("late"));
+    await h.expectClean();
+  });
+
+  it("call's signal does not abort when the call settles normally", async () => {
+    const h = createHarness();
+    let signal!: AbortSignal;
+    const v = await h.run(() =>
+      call((s) => {
+        signal = s;
+        return Promise.resolve(7);
+      }),
+    );
+    expect(v).toBe(7);
+    expect(signal.aborted).toBe(false);
+    await h.expectClean();
+  });
+
+  it("call is never invoked when a cancellation is already due", async () => {
+    const h = createHarness();
+    let invoked = false;
+    const t = h.run(function* () {
+      h.clock.advance(0);
+      yield* timeout(10, function* () {
+        h.clock.advance(10);
+        yield* call(() => {
+          invoked = true;
+        });
+      });
+    });
+    await expect(t).rejects.toMatchObject({ name: "TimeoutError" });
+    expect(invoked).toBe(false);
+    await h.expectClean();
+  });
+
+  it("action's teardown runs exactly once, on resolve and on cancellation", async () => {
+    const h = createHarness();
+    const teardowns: string[] = [];
+    const v = await h.run(() =>
+      action<number>((resolve) => {
+        const off = h.clock.schedule(5, () => resolve(1));
+        return () => {
+          off();
+          teardowns.push(`resolved@${h.clock.now()}`);
+        };
+      }),
+    );
+    expect(v).toBe(1);
+    const t = h.run(() =>
+      timeout(20, () =>
+        action<number>(() => () => {
+          teardowns.push(`cancelled@${h.clock.now()}`);
+        }),
+      ),
+    );
+    await expect(t).rejects.toMatchObject({ name: "TimeoutError" });
+    expect(teardowns).toEqual(["resolved@5", "cancelled@25"]);
+    await h.expectClean();
+  });
+
+  it("until abandons a promise on cancellation and handles its later rejection", async () => {
+    const h = createHarness();
+    let reject!: (e: unknown) => void;
+    const p = new Promise<number>((_, r) => {
+      reject = r;
+    });
+    const t = h.run(function* waiter() {
+      return yield* until(p);
+    });
+    await new Promise((r) => setImmediate(r));
+    await t.cancel();
+    reject(new Error("too late"));
+    await expect(t).rejects.toBeInstanceOf(TaskCancelledError);
+    await h.expectClean();
+  });
+
+  it("until passes a rejection through unchanged", async () => {
+    const h = createHarness();
+    const boom = new Error("boom");
+    await expect(h.run(() => until(Promise.reject(boom)))).rejects.toBe(boom);
+    await h.expectClean();
+  });
+
+  it("useAbortSignal aborts when its scope ends, however it ends", async () => {
+    const h = createHarness();
+    const s = await h.run(function* () {
+      const signal = yield* scoped(useAbortSignal);
+      return signal.aborted;
+    });
+    expect(s).toBe(true);
+    await h.expectClean();
+  });
+
+  it("await task works from plain async code for values, errors and cancellations", async () => {
+    const h = createHarness();
+    expect(
+      await h.run(function* () {
+        yield* sleep(1);
+        return "v";
+      }),
+    ).toBe("v");
+    const e = new Error("e");
+    await expect(
+      h.run(function* () {
+        yield* sleep(1);
+        throw e;
+      }),
+    ).rejects.toBe(e);
+    const c = h.run(function* () {
+      yield* sleep(100);
+    });
+    c.cancel("stop");
+    await expect(c).rejects.toMatchObject({ name: "TaskCancelledError", reason: { kind: "cancel", message: "stop" } });
+    await h.expectClean();
+  });
+
+  it("a failed task that nobody awaits raises no unhandled rejection", async () => {
+    const t = run(function* () {
+      throw new Error("nobody listens");
+    });
+    await new Promise((r) => setTimeout(r, 5));
+    expect(t.state).toBe("failed");
+  });
+
+  it("yielding a promise without until throws a typed error naming the fix", async () => {
+    const h = createHarness();
+    const t = h.run(function* () {
+      yield Promise.resolve(1) as never;
+    });
+    await expect(t).rejects.toMatchObject({ code: "KEEL_NOT_AN_INSTRUCTION", message: expect.stringContaining("until(promise)") });
+    await h.expectClean();
+  });
+
+  it("a spawned child's body starts on the next turn, so cancelling it at once runs no user code", async () => {
+    const h = createHarness();
+    let ran = false;
+    await h.run(function* () {
+      const child = yield* spawn(function* () {
+        ran = true;
+      });
+      yield* child.cancel();
+      expect(child.state).toBe("cancelled");
+    });
+    expect(ran).toBe(false);
+    await h.expectClean();
+  });
+});

@@ -130,6 +130,8 @@ export class TaskImpl<T> implements Task<T> {
   private delivered = false;
   private hardThrows = 0;
   private abandonPending = false;
+  /** The last suspension a cancellation was thrown into at once, for the abandonment report. */
+  private lastRefused: string | null = null;
   private settledCallbacks: Array<() => void> | null = null;
   private promise: Promise<T> | null = null;
   private cachedPath: string | null = null;
@@ -273,6 +275,7 @@ export class TaskImpl<T> implements Task<T> {
       if (isSuspension(instruction)) {
         const c = this.takeDelivery(instruction.interruptible);
         if (c) {
+          this.lastRefused = instruction.description;
           o = { ok: false, error: c };
           continue;
         }
@@ -622,7 +625,7 @@ export class TaskImpl<T> implements Task<T> {
   private abandon(): void {
     if (this.final) return;
     this.abandonPending = false;
-    this.emit({ type: "cleanup:abandon", waitingOn: this.current?.s.description ?? null });
+    this.emit({ type: "cleanup:abandon", waitingOn: this.current?.s.description ?? this.lastRefused });
     const cur = this.current;
     if (cur) this.leave(cur);
     this.iterator = null;

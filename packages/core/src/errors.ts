@@ -15,6 +15,18 @@ export const errorCodes = {
   KEEL_INVALID_ARGUMENT: { raisedBy: "any API given a value outside its rule", retryable: false },
   KEEL_NO_TASK: { raisedBy: "an operation driven outside a Keel task", retryable: false },
   KEEL_SCOPE_CLOSED: { raisedBy: "spawning into a scope that has finished", retryable: false },
+  KEEL_RETRY_EXHAUSTED: {
+    raisedBy: "retry, when attempts, the budget or the deadline run out",
+    retryable: false,
+  },
+  KEEL_BROKEN_CIRCUIT: {
+    raisedBy: "a circuit breaker that is open (or half-open with its probe in flight)",
+    retryable: false,
+  },
+  KEEL_CHANNEL_CLOSED: {
+    raisedBy: "sending to, or receiving from, a closed and drained channel",
+    retryable: false,
+  },
   KEEL_NOT_AN_INSTRUCTION: {
     raisedBy: "a generator that yields a value instead of yield* an operation",
     retryable: false,

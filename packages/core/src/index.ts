@@ -25,6 +25,8 @@ export { createContext } from "./kernel/context.js";
 export { action, call, until, useAbortSignal } from "./kernel/interop.js";
 export type { Future, Op, Operation, OpValue } from "./kernel/operation.js";
 export { race } from "./kernel/race.js";
+export type { RandomSource } from "./kernel/random.js";
+export { random, withRandom } from "./kernel/random.js";
 export type { Scope } from "./kernel/spawn.js";
 export { scoped, spawn, useScope } from "./kernel/spawn.js";
 export { suspend } from "./kernel/suspend.js";
@@ -32,6 +34,27 @@ export type { Task, TaskState } from "./kernel/task.js";
 export type { KeelEvent, KeelEventType } from "./observe/events.js";
 export type { TaskSnapshot } from "./observe/snapshot.js";
 export { formatTaskTree, snapshot } from "./observe/snapshot.js";
+export { type MainOptions, main } from "./process/main.js";
+export type { Backoff, BackoffState, Jitter } from "./resilience/backoff.js";
+export { constant, exponential, fromDelays } from "./resilience/backoff.js";
+export type { Channel } from "./resilience/channel.js";
+export { ChannelClosedError, createChannel } from "./resilience/channel.js";
+export type { CircuitBreaker, CircuitState } from "./resilience/circuit-breaker.js";
+export {
+  BrokenCircuitError,
+  createCircuitBreaker,
+  isBrokenCircuitError,
+} from "./resilience/circuit-breaker.js";
+export { forEachLimit, mapLimit } from "./resilience/fan-out.js";
+export type { RateLimiter } from "./resilience/rate-limiter.js";
+export { createRateLimiter } from "./resilience/rate-limiter.js";
+export type { AttemptInfo, RetryInfo, RetryPolicy } from "./resilience/retry.js";
+export { retry } from "./resilience/retry.js";
+export type { AttemptRecord, GiveUpReason } from "./resilience/retry-exhausted-error.js";
+export { isRetryExhaustedError, RetryExhaustedError } from "./resilience/retry-exhausted-error.js";
+export type { Permit, Semaphore } from "./resilience/semaphore.js";
+export { createSemaphore } from "./resilience/semaphore.js";
+export { isTransient, retryableStatuses } from "./resilience/transient.js";
 export type { RunOptions } from "./run.js";
 export { run } from "./run.js";
 export { withCleanupBudget } from "./time/cleanup-budget.js";

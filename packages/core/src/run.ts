@@ -2,9 +2,10 @@
  * `run`: start a root task.
  * @module
  */
-import { checkDurationMs } from "./errors.js";
+import { checkDurationMs, invalidType } from "./errors.js";
 import type { Clock } from "./kernel/clock.js";
 import { checkOp, nameOf, type Op } from "./kernel/operation.js";
+import { RANDOM_CONTEXT_KEY, type RandomSource } from "./kernel/random.js";
 import { createRuntime } from "./kernel/runtime.js";
 import { BUDGET_KEY, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS, type Task, TaskImpl } from "./kernel/task.js";
 import type { KeelEvent } from "./observe/events.js";
@@ -20,6 +21,8 @@ export interface RunOptions {
   cleanupBudgetMs?: number;
   /** Receives every event of the tree; without it, warnings go to `console.warn`. */
   onEvent?: (event: KeelEvent) => void;
+  /** The random source for jitter and anything else random in the tree (default `Math.random`). */
+  random?: RandomSource;
 }
 
 /**
@@ -42,12 +45,19 @@ export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
   const budget = options.cleanupBudgetMs ?? DEFAULT_CLEANUP_BUDGET_MS;
   checkDurationMs("run(op, { cleanupBudgetMs })", budget);
   const clock = options.clock ?? realClock;
+  if (options.random !== undefined && typeof options.random !== "function") {
+    throw invalidType("run(op, { random })", "a function returning a number in [0, 1)", options.random);
+  }
   const task = new TaskImpl(op, {
     name: options.name ?? nameOf(op, "run"),
     parent: null,
     owner: null,
     runtime: createRuntime(options.onEvent),
-    contexts: { [CLOCK_KEY]: clock, [BUDGET_KEY]: budget },
+    contexts: {
+      [CLOCK_KEY]: clock,
+      [BUDGET_KEY]: budget,
+      ...(options.random ? { [RANDOM_CONTEXT_KEY]: options.random } : {}),
+    },
     deadline: Infinity,
   });
   return task.start();

@@ -43,6 +43,8 @@ function describe(event: KeelEvent): string {
       return `${event.context}: ${String(event.error)}`;
     case "cancel:replaced":
       return `the cancellation (${event.reason.kind}) was replaced by ${String(event.error)}`;
+    case "retry:unreachable":
+      return event.message;
     default:
       return "";
   }

@@ -51,7 +51,35 @@ export type KeelEvent =
       readonly primary: unknown;
       readonly context: string;
     })
-  | (Base & { readonly type: "cancel:replaced"; readonly error: unknown; readonly reason: CancelReason });
+  | (Base & { readonly type: "cancel:replaced"; readonly error: unknown; readonly reason: CancelReason })
+  | (Base & { readonly type: "retry:attempt"; readonly attempt: number; readonly label: string })
+  | (Base & {
+      readonly type: "retry:sleep";
+      readonly attempt: number;
+      readonly delayMs: number;
+      readonly delayReason: "backoff" | "retry-after";
+      readonly error: unknown;
+    })
+  | (Base & {
+      readonly type: "retry:giveup";
+      readonly attempt: number;
+      readonly reason: "attempts" | "budget" | "deadline" | "not-retryable";
+      readonly delayMs: number | null;
+      readonly error: unknown;
+    })
+  | (Base & {
+      readonly type: "retry:unreachable";
+      readonly perAttemptMs: number;
+      readonly availableMs: number;
+      readonly attempts: number;
+      readonly message: string;
+    })
+  | (Base & {
+      readonly type: "breaker:state";
+      readonly name: string;
+      readonly from: string;
+      readonly to: string;
+    });
 
 /** The `type` of each event. */
 export type KeelEventType = KeelEvent["type"];
@@ -63,6 +91,7 @@ export const warningEvents: ReadonlySet<KeelEventType> = new Set([
   "cleanup:abandon",
   "cancel:replaced",
   "error:suppressed",
+  "retry:unreachable",
 ]);
 
 /** The fields an emitter supplies; the task adds `at`, `taskId` and `path`. */

@@ -66,7 +66,12 @@ export function shield<T>(op: Op<T>, options?: { limitMs?: number }): Operation<
             child.onSettled(() => {
               const late = child.outcome;
               if (late?.state === "failed") {
-                task.emit({ type: "error:suppressed", error: late.error, primary: e, context: `${name}: the shielded work failed after a cleanup cut` });
+                task.emit({
+                  type: "error:suppressed",
+                  error: late.error,
+                  primary: e,
+                  context: `${name}: the shielded work failed after a cleanup cut`,
+                });
               }
             });
           } else {

@@ -60,13 +60,17 @@ export function timeoutAt<T>(at: number, op: Op<T>): Operation<T> {
   return timeoutScope(op, `timeoutAt(${at})`, () => at);
 }
 
-/** The scope behind both: `deadlineFrom(entryTime)` gives the deadline. */
+/**
+ * The scope behind both: `deadlineFrom(entryTime)` gives the deadline. `own` collects the errors this
+ * scope itself raises, so a caller can tell its own timeout from one thrown by the operation.
+ */
 export function timeoutScope<T>(
   op: Op<T>,
   label: string,
   deadlineFrom: (t: number) => number,
-  code?: string,
+  extra: { code?: string; own?: WeakSet<object> } = {},
 ): Operation<T> {
+  const { code, own } = extra;
   return {
     *[Symbol.iterator]() {
       const task = yield* currentTask(label);
@@ -75,14 +79,17 @@ export function timeoutScope<T>(
       const enteredAt = clock.now();
       const deadline = deadlineFrom(enteredAt);
       const timeoutMs = Math.max(0, deadline - enteredAt);
-      const makeError = () =>
-        new TimeoutError({
+      const makeError = () => {
+        const e = new TimeoutError({
           timeoutMs,
           deadline,
           elapsedMs: clock.now() - enteredAt,
           label,
           ...(code ? { code } : {}),
         });
+        own?.add(e);
+        return e;
+      };
       // A spent budget starts nothing: the deadline is inclusive, so `at === now` is already spent.
       if (deadline <= enteredAt) throw makeError();
       const frame = task.pushFrame("timeout", label, deadline);

@@ -1,0 +1,59 @@
+/**
+ * The runtime's random source, a context, so tests can pin jitter.
+ * @module
+ */
+import { invalidType } from "../errors.js";
+import { withContextValue } from "./context.js";
+import { currentTask } from "./current.js";
+import { checkOp, type Op, type Operation } from "./operation.js";
+import type { TaskImpl } from "./task.js";
+
+/** A source of numbers in [0, 1). */
+export type RandomSource = () => number;
+
+const RANDOM_KEY: unique symbol = Symbol("keel.random");
+
+/** The random source in force for `task` (`Math.random` unless one was set). */
+export function randomSourceOf(task: TaskImpl<unknown>): RandomSource {
+  return (task.top.contexts[RANDOM_KEY] as RandomSource | undefined) ?? Math.random;
+}
+
+/**
+ * Runs `op` with `source` as the random source: backoff jitter and anything else in Keel that draws
+ * a random number reads it from here, never from `Math.random` directly.
+ *
+ * @example
+ * ```ts
+ * import { random, run, withRandom } from "@keel/core";
+ * console.log(await run(() => withRandom(() => 0.5, random))); // 0.5
+ * ```
+ * @throws `TypeError` when `source` is not a function.
+ */
+export function withRandom<T>(source: RandomSource, op: Op<T>): Operation<T> {
+  if (typeof source !== "function")
+    throw invalidType("withRandom(source)", "a function returning a number in [0, 1)", source);
+  checkOp("withRandom(source, op)", op);
+  return withContextValue(RANDOM_KEY, source, op);
+}
+
+/**
+ * Draws a number in [0, 1) from the runtime's random source.
+ *
+ * @example
+ * ```ts
+ * import { random, run } from "@keel/core";
+ * const r = await run(random);
+ * console.log(r >= 0 && r < 1); // true
+ * ```
+ */
+export function random(): Operation<number> {
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("random()");
+      return randomSourceOf(task)();
+    },
+  };
+}
+
+/** The context key, for `run(op, { random })`. */
+export const RANDOM_CONTEXT_KEY = RANDOM_KEY;

@@ -1,0 +1,216 @@
+/**
+ * `main`: run an operation as a process, with signals mapped to cancellation (semantics §8).
+ * @module
+ */
+import { checkDurationMs, invalidType } from "../errors.js";
+import type { CancelReason } from "../kernel/cancelled.js";
+import type { Clock } from "../kernel/clock.js";
+import { checkOp, nameOf, type Op } from "../kernel/operation.js";
+import { DEFAULT_CLEANUP_BUDGET_MS, type TaskImpl } from "../kernel/task.js";
+import type { KeelEvent } from "../observe/events.js";
+import { formatTaskTree, snapshot } from "../observe/snapshot.js";
+import { run } from "../run.js";
+import { realClock } from "../time/real-clock.js";
+
+/** Options of {@link main}. */
+export interface MainOptions {
+  /** The root task's name in the tree and in events (default: the generator function's name). */
+  name?: string;
+  /** How long unwinding may take once a cancellation is delivered (default 5000 ms). */
+  cleanupBudgetMs?: number;
+  /**
+   * How long the whole tree may take to unwind after the first SIGINT/SIGTERM before the process is
+   * ended with exit code 1 (default: the cleanup budget). `Infinity` waits for as long as it takes.
+   */
+  shutdownBudgetMs?: number;
+  /** Receives every event of the tree; without it, warnings go to `console.warn`. */
+  onEvent?: (event: KeelEvent) => void;
+  /** The clock for every timer in the tree, the shutdown budget's included (default: the real clock). */
+  clock?: Clock;
+}
+
+/** The conventional exit codes of a process ended by a signal: 128 + the signal's number. */
+const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143 } as const;
+type ShutdownSignal = keyof typeof SIGNAL_EXIT_CODES;
+
+/**
+ * The keep-alive's period. A root waiting on nothing but a signal (`yield* suspend()`) holds no host
+ * handle, and Node would exit under it; the real clock's one pending timer keeps the loop alive.
+ * Below 2^31 - 1 ms, past which Node fires a timer at once.
+ */
+const KEEP_ALIVE_MS = 3_600_000;
+
+/**
+ * Runs `op` as the root task of a process: the first SIGINT or SIGTERM cancels it, and the process
+ * exits once everything has unwound.
+ *
+ * Outcomes, and how the process ends:
+ * - the root completes: the signal handlers are removed and the promise resolves (nothing calls
+ *   `process.exit`, so the exit code stays 0 unless something else sets it);
+ * - the root fails: its error (stack, `cause` chain, every `suppressed` error) is printed to stderr,
+ *   and the process exits with code 1;
+ * - a signal cancelled it and it unwound in time: exit code 130 (SIGINT) or 143 (SIGTERM);
+ * - the shutdown budget runs out, or a second SIGINT/SIGTERM arrives during shutdown: the tree of
+ *   what is still running is printed to stderr and the process exits at once, with code 1 (budget)
+ *   or 130/143 (the second signal).
+ *
+ * SIGUSR2 prints the live task tree to stderr and changes nothing else: the way to ask a stuck
+ * process what it waits on. While the root runs, `main` keeps the process alive, so a root that only
+ * waits for a signal (`yield* suspend()`) does not end when the event loop runs dry.
+ *
+ * **Cancellation**: the signal's request comes from outside the root (reason kind `"shutdown"`), so
+ * no scope converts it: the root ends cancelled, or failed when a `finally` throws.
+ *
+ * **Time**: each task's unwinding is bounded by `cleanupBudgetMs`; the whole shutdown by
+ * `shutdownBudgetMs`, counted from the first signal on the tree's clock.
+ *
+ * @example
+ * ```ts
+ * import { main, sleep, suspend } from "@keel/core";
+ * await main(function* server() {
+ *   try {
+ *     yield* suspend(); // serve until SIGINT/SIGTERM
+ *   } finally {
+ *     yield* sleep(100); // drain connections: async cleanup is allowed, within the budget
+ *   }
+ * }, { shutdownBudgetMs: 3000 });
+ * ```
+ * @throws `TypeError` when `op` is not an operation or an option has the wrong type; `RangeError`
+ * for a negative or NaN `cleanupBudgetMs` or `shutdownBudgetMs`. Thrown at the call, before anything
+ * starts or any handler is installed.
+ */
+export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
+  checkOp("main(op)", op);
+  if (typeof options !== "object" || options === null)
+    throw invalidType("main(op, options)", "an object", options);
+  const { name, onEvent, clock } = options;
+  if (name !== undefined && typeof name !== "string")
+    throw invalidType("main(op, { name })", "a string", name);
+  if (onEvent !== undefined && typeof onEvent !== "function")
+    throw invalidType("main(op, { onEvent })", "a function", onEvent);
+  if (
+    clock !== undefined &&
+    (typeof clock !== "object" ||
+      clock === null ||
+      typeof clock.now !== "function" ||
+      typeof clock.schedule !== "function")
+  )
+    throw invalidType("main(op, { clock })", "a Clock (with now() and schedule())", clock);
+  const cleanupBudgetMs = checkDurationMs(
+    "main(op, { cleanupBudgetMs })",
+    options.cleanupBudgetMs ?? DEFAULT_CLEANUP_BUDGET_MS,
+  );
+  const shutdownBudgetMs = checkDurationMs(
+    "main(op, { shutdownBudgetMs })",
+    options.shutdownBudgetMs ?? cleanupBudgetMs,
+  );
+
+  const task = run(op, {
+    name: name ?? nameOf(op, "main"),
+    cleanupBudgetMs,
+    ...(onEvent ? { onEvent } : {}),
+    ...(clock ? { clock } : {}),
+  }) as TaskImpl<T>;
+
+  return new Promise<void>((resolve) => {
+    let signalled: ShutdownSignal | null = null;
+    let cancelBudget: (() => void) | null = null;
+    let cancelKeepAlive = keepAlive();
+
+    const printTree = (headline: string) => {
+      process.stderr.write(`keel: ${headline}\n${formatTaskTree(snapshot(task))}\n`);
+    };
+
+    const onShutdownSignal = (signal: ShutdownSignal) => {
+      if (signalled) {
+        // The operator insists: no more waiting, but say what was still holding the process up.
+        printTree(`${signal} again during shutdown; exiting now. Still running:`);
+        process.exit(SIGNAL_EXIT_CODES[signal]);
+      }
+      signalled = signal;
+      const at = task.clock.now();
+      const budget = shutdownBudgetMs === Infinity ? "no budget" : `budget ${shutdownBudgetMs} ms`;
+      process.stderr.write(
+        `keel: ${signal} received; shutting down (${budget}; send it again to exit now)\n`,
+      );
+      // Armed before the cancellation is delivered, so when the shutdown budget equals the cleanup
+      // budget this timer fires first (same instant, registration order) and the process exits 1
+      // with the tree of what hung, instead of waiting for the root's cut and abandonment.
+      if (shutdownBudgetMs !== Infinity) {
+        cancelBudget = task.clock.schedule(at + shutdownBudgetMs, () => {
+          printTree(`shutdown exceeded its budget of ${shutdownBudgetMs} ms; still running:`);
+          process.exit(1);
+        });
+      }
+      const reason: CancelReason = { kind: "shutdown", at, message: `received ${signal}` };
+      task.cancelFromOutside(reason);
+    };
+    const onSigint = () => onShutdownSignal("SIGINT");
+    const onSigterm = () => onShutdownSignal("SIGTERM");
+    const onSigusr2 = () => printTree("task tree (SIGUSR2):");
+
+    process.on("SIGINT", onSigint);
+    process.on("SIGTERM", onSigterm);
+    // Windows has no SIGUSR2; the dump is a diagnostic, so it is simply unavailable there.
+    if (process.platform !== "win32") process.on("SIGUSR2", onSigusr2);
+
+    task.onSettled(() => {
+      process.off("SIGINT", onSigint);
+      process.off("SIGTERM", onSigterm);
+      process.off("SIGUSR2", onSigusr2);
+      cancelBudget?.();
+      cancelKeepAlive();
+      cancelKeepAlive = () => {};
+      const final = task.outcome!;
+      if (final.state === "completed") {
+        resolve();
+        return;
+      }
+      if (final.state === "failed") {
+        process.stderr.write(`keel: ${task.path} failed:\n${describeError(final.error)}\n`);
+        process.exit(1);
+      }
+      if (signalled) process.exit(SIGNAL_EXIT_CODES[signalled]);
+      // Cancelled without a signal (the body threw a `Cancelled` it got from elsewhere): not a
+      // success, and not a shutdown either.
+      process.stderr.write(`keel: ${task.path} ended cancelled (${final.reason.kind})\n`);
+      process.exit(1);
+    });
+
+    function keepAlive(): () => void {
+      let cancel = realClock.schedule(realClock.now() + KEEP_ALIVE_MS, rearm);
+      function rearm() {
+        cancel = realClock.schedule(realClock.now() + KEEP_ALIVE_MS, rearm);
+      }
+      return () => cancel();
+    }
+  });
+}
+
+/**
+ * The error's stack, then its `cause` chain and every error attached to its `suppressed` (semantics
+ * §2: errors are never dropped). Written without `node:util`, so the barrel stays loadable anywhere.
+ */
+function describeError(error: unknown, depth = 0): string {
+  if (!(error instanceof Error)) return safeString(error);
+  const lines = [error.stack ?? `${error.name}: ${error.message}`];
+  // A cause chain can loop; a few levels say everything a human reads anyway.
+  if (depth >= 8) return lines[0]!;
+  if (error.cause !== undefined) lines.push(`caused by: ${indent(describeError(error.cause, depth + 1))}`);
+  const suppressed = (error as { suppressed?: unknown }).suppressed;
+  if (Array.isArray(suppressed))
+    for (const later of suppressed) lines.push(`suppressed: ${indent(describeError(later, depth + 1))}`);
+  return lines.join("\n");
+}
+
+function indent(text: string): string {
+  return text.replace(/\n/g, "\n  ");
+}
+
+function safeString(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    return Object.prototype.toString.call(value);
+  }
+}

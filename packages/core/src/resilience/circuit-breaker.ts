@@ -1,0 +1,134 @@
+/**
+ * `createCircuitBreaker`: stop calling a dependency that keeps failing, probe it after a pause.
+ * @module
+ */
+import { checkDurationMs, invalidRange, invalidType, isKeelError, KeelError } from "../errors.js";
+import { isCancelled } from "../kernel/cancelled.js";
+import type { Clock } from "../kernel/clock.js";
+import { currentTask, delegate } from "../kernel/current.js";
+import { checkOp, type Op, type Operation } from "../kernel/operation.js";
+import { CLOCK_KEY } from "../kernel/task.js";
+import { realClock } from "../time/real-clock.js";
+
+/** `closed`: calls pass; `open`: calls fail at once; `half-open`: one probe call decides. */
+export type CircuitState = "closed" | "open" | "half-open";
+
+/** A circuit breaker. */
+export interface CircuitBreaker {
+  readonly name: string;
+  /** Computed from the clock: an open breaker reads `half-open` once `halfOpenAfterMs` has passed. */
+  readonly state: CircuitState;
+  /** Runs `op` through the breaker; throws `BrokenCircuitError` without running it while open. */
+  run<T>(op: Op<T>): Operation<T>;
+}
+
+/** Thrown, without calling the dependency, while the breaker is open or its probe is in flight. */
+export class BrokenCircuitError extends KeelError {
+  /** Never retried: retrying into an open breaker is the avalanche it exists to stop. */
+  readonly retryable = false;
+  constructor(name: string, state: CircuitState) {
+    super("KEEL_BROKEN_CIRCUIT", `circuit ${name} is ${state}: call not attempted`);
+    this.name = "BrokenCircuitError";
+  }
+}
+
+/** True for a {@link BrokenCircuitError}, across duplicate package copies. */
+export function isBrokenCircuitError(e: unknown): e is BrokenCircuitError {
+  return isKeelError(e) && e.code === "KEEL_BROKEN_CIRCUIT";
+}
+
+/**
+ * Creates a breaker that opens after `failureThreshold` failures (consecutive, or within `windowMs`
+ * when given), stays open for `halfOpenAfterMs`, then lets one probe through: its success closes the
+ * breaker, its failure opens it again. A cancellation is never counted as a failure, nor as a
+ * success. The breaker arms no timer: its state is computed from the clock.
+ *
+ * @example
+ * ```ts
+ * import { createCircuitBreaker, run } from "@keel/core";
+ * const breaker = createCircuitBreaker({ failureThreshold: 2, halfOpenAfterMs: 1000 });
+ * const boom = function* () { throw new Error("down"); };
+ * for (let i = 0; i < 3; i++) await run(() => breaker.run(boom)).catch((e) => console.log(e.name));
+ * console.log(breaker.state); // "open"
+ * ```
+ * @throws `RangeError` naming the option for a bad threshold or duration.
+ */
+export function createCircuitBreaker(options: {
+  failureThreshold: number;
+  windowMs?: number;
+  halfOpenAfterMs: number;
+  isFailure?: (error: unknown) => boolean;
+  name?: string;
+}): CircuitBreaker {
+  const threshold = options?.failureThreshold;
+  if (typeof threshold !== "number" || !Number.isInteger(threshold) || threshold < 1) {
+    throw invalidRange("createCircuitBreaker({ failureThreshold })", "a whole number ≥ 1", threshold);
+  }
+  const halfOpenAfterMs = checkDurationMs(
+    "createCircuitBreaker({ halfOpenAfterMs })",
+    options.halfOpenAfterMs,
+    false,
+  );
+  const windowMs = options.windowMs;
+  if (windowMs !== undefined) checkDurationMs("createCircuitBreaker({ windowMs })", windowMs);
+  const isFailure = options.isFailure ?? (() => true);
+  if (typeof isFailure !== "function")
+    throw invalidType("createCircuitBreaker({ isFailure })", "a function", isFailure);
+  const name = options.name ?? "breaker";
+
+  let clock: Clock = realClock;
+  let openedAt: number | null = null; // Invariant: null exactly when closed.
+  let probing = false;
+  const failures: number[] = []; // failure instants within the window (or since the last success)
+
+  const stateAt = (at: number): CircuitState => {
+    if (openedAt === null) return "closed";
+    return at - openedAt >= halfOpenAfterMs ? "half-open" : "open";
+  };
+  const recordFailure = (at: number) => {
+    failures.push(at);
+    if (windowMs !== undefined) while (failures.length > 0 && at - failures[0]! > windowMs) failures.shift();
+    if (failures.length >= threshold) {
+      openedAt = at;
+      failures.length = 0;
+    }
+  };
+
+  return {
+    name,
+    get state() {
+      return stateAt(clock.now());
+    },
+    run<T>(op: Op<T>): Operation<T> {
+      checkOp("breaker.run(op)", op);
+      return {
+        *[Symbol.iterator]() {
+          const task = yield* currentTask(`breaker ${name}.run(op)`);
+          task.checkpoint();
+          clock = task.top.contexts[CLOCK_KEY] as Clock;
+          const state = stateAt(clock.now());
+          const probe = state === "half-open";
+          if (state === "open" || (probe && probing))
+            throw new BrokenCircuitError(name, probing ? "half-open" : state);
+          if (probe) probing = true;
+          try {
+            const value = yield* delegate(op);
+            if (probe || openedAt === null) {
+              openedAt = null;
+              failures.length = 0;
+            }
+            return value;
+          } catch (e) {
+            if (!isCancelled(e) && isFailure(e)) {
+              if (probe) openedAt = clock.now();
+              else if (openedAt === null) recordFailure(clock.now());
+            }
+            throw e;
+          } finally {
+            if (probe) probing = false;
+          }
+        },
+      };
+    },
+  };
+}

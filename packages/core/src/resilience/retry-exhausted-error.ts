@@ -1,0 +1,79 @@
+/**
+ * `RetryExhaustedError`: a retry loop ran out of attempts, budget or deadline.
+ * @module
+ */
+import { isKeelError, KeelError } from "../errors.js";
+
+/** One attempt in a retry loop, for diagnosis. */
+export interface AttemptRecord {
+  /** 1 for the original call. */
+  readonly attempt: number;
+  readonly startedAt: number;
+  readonly endedAt: number;
+  readonly error: unknown;
+  /** The delay chosen before the next attempt, and why; absent after the last attempt. */
+  readonly delayMs?: number;
+  readonly delayReason?: "backoff" | "retry-after";
+}
+
+/** Why a retry loop gave up. */
+export type GiveUpReason = "attempts" | "budget" | "deadline";
+
+/**
+ * Thrown by `retry` when it runs out of attempts, of its own `budgetMs`, or of the enclosing deadline;
+ * `cause` is the last attempt's error and `history` says what happened at each attempt. A
+ * non-retryable error is never wrapped: it propagates as it is.
+ *
+ * @example
+ * ```ts
+ * import { constant, retry, RetryExhaustedError, run } from "@keel/core";
+ * try {
+ *   await run(() => retry(function* flaky() { throw Object.assign(new Error("busy"), { status: 503 }); },
+ *     { attempts: 2, backoff: constant(1) }));
+ * } catch (e) { if (e instanceof RetryExhaustedError) console.log(e.reason, e.attempts, e.history.length); } // attempts 2 2
+ * ```
+ */
+export class RetryExhaustedError extends KeelError {
+  readonly reason: GiveUpReason;
+  readonly attempts: number;
+  readonly elapsedMs: number;
+  readonly history: readonly AttemptRecord[];
+  /** Never retried by an outer retry: layers of retries must not multiply. */
+  readonly retryable = false;
+  constructor(init: {
+    reason: GiveUpReason;
+    attempts: number;
+    elapsedMs: number;
+    history: readonly AttemptRecord[];
+    cause: unknown;
+    label: string;
+  }) {
+    const why =
+      init.reason === "attempts"
+        ? `all ${init.attempts} attempts failed`
+        : init.reason === "budget"
+          ? `its budget ran out after ${init.attempts} attempt(s)`
+          : `the deadline leaves no time for another attempt after ${init.attempts}`;
+    super(
+      "KEEL_RETRY_EXHAUSTED",
+      `${init.label}: ${why} in ${init.elapsedMs} ms; last error: ${describe(init.cause)}`,
+      {
+        cause: init.cause,
+      },
+    );
+    this.name = "RetryExhaustedError";
+    this.reason = init.reason;
+    this.attempts = init.attempts;
+    this.elapsedMs = init.elapsedMs;
+    this.history = init.history;
+  }
+}
+
+/** True for a {@link RetryExhaustedError}, across duplicate package copies. */
+export function isRetryExhaustedError(e: unknown): e is RetryExhaustedError {
+  return isKeelError(e) && e.code === "KEEL_RETRY_EXHAUSTED";
+}
+
+function describe(e: unknown): string {
+  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+}

@@ -1,0 +1,281 @@
+/**
+ * `retry`: bounded retries with backoff, under every deadline.
+ * @module
+ */
+import { checkDurationMs, invalidRange, invalidType, isTimeoutError } from "../errors.js";
+import { isCancelled } from "../kernel/cancelled.js";
+import { currentTask, delegate } from "../kernel/current.js";
+import { checkOp, nameOf, type Op, type Operation } from "../kernel/operation.js";
+import { randomSourceOf } from "../kernel/random.js";
+import { scoped } from "../kernel/spawn.js";
+import type { TaskImpl } from "../kernel/task.js";
+import { sleep } from "../time/sleep.js";
+import { timeoutScope } from "../time/timeout.js";
+import { type Backoff, type BackoffState, exponential } from "./backoff.js";
+import { type AttemptRecord, type GiveUpReason, RetryExhaustedError } from "./retry-exhausted-error.js";
+import { isTransient } from "./transient.js";
+
+/** What `retryOn` learns about the failed attempt. */
+export interface AttemptInfo {
+  readonly attempt: number;
+  readonly elapsedMs: number;
+  /** True when the attempt ended by its own per-attempt timeout. */
+  readonly timedOut: boolean;
+}
+
+/** What `onRetry` learns before each backoff sleep. */
+export interface RetryInfo extends AttemptInfo {
+  readonly error: unknown;
+  readonly delayMs: number;
+  readonly delayReason: "backoff" | "retry-after";
+}
+
+/** How `retry` behaves. Every field is optional. */
+export interface RetryPolicy {
+  /** Total attempts, the first included (default 5). */
+  attempts?: number;
+  /** Total time for all attempts and sleeps: a timeout scope around the whole loop. */
+  budgetMs?: number;
+  /** Each attempt's own timeout, clamped to what is left of every deadline. */
+  perAttemptMs?: number;
+  /** Delays between attempts (default: `exponential({ baseMs: 200, factor: 2, maxMs: 3000, jitter: "full" })`). */
+  backoff?: Backoff;
+  /** Which failures to retry (default {@link isTransient}); never called with a cancellation. */
+  retryOn?: (error: unknown, attempt: AttemptInfo) => boolean;
+  /** Called before each backoff sleep. */
+  onRetry?: (info: RetryInfo) => void;
+}
+
+const defaultBackoff = exponential({ baseMs: 200, factor: 2, maxMs: 3000, jitter: "full" });
+
+/**
+ * Runs `op`, and again after a backoff delay when it fails with a retryable error, until it succeeds
+ * or the attempts, the budget or the deadline run out.
+ *
+ * - A non-retryable error propagates unchanged, at any attempt. Only running out produces
+ *   `RetryExhaustedError` (`reason` `"attempts"`, `"budget"` or `"deadline"`, with the history).
+ * - A cancellation is never retried: during an attempt or a backoff sleep it ends the loop at once.
+ * - Each attempt runs in its own scope; with `perAttemptMs`, a timeout scope whose `TimeoutError` is
+ *   retryable. An enclosing timeout reaches the loop as a cancellation and is never retried.
+ * - A sleep that would cross the deadline or the budget is not started: the loop gives up at once.
+ * - An error's `retryAfterMs` (set from `Retry-After` by the HTTP client) replaces the backoff delay.
+ * - A `perAttemptMs` that leaves no room for a second attempt emits a `retry:unreachable` warning.
+ *
+ * **Time**: the jitter's randomness comes from the runtime's random source (`withRandom`).
+ *
+ * @example
+ * ```ts
+ * import { constant, retry, run } from "@keel/core";
+ * let calls = 0;
+ * const v = await run(() => retry(function* flaky() {
+ *   if (++calls < 3) throw Object.assign(new Error("unavailable"), { status: 503 });
+ *   return "ok";
+ * }, { attempts: 5, backoff: constant(10) }));
+ * console.log(v, calls); // "ok" 3
+ * ```
+ * @throws `RangeError` for `attempts` that is not a whole number ≥ 1, or a bad duration; `TypeError`
+ * for a non-operation or a non-function `retryOn`/`onRetry`.
+ */
+export function retry<T>(op: Op<T>, policy: RetryPolicy = {}): Operation<T> {
+  checkOp("retry(op)", op);
+  const attempts = policy.attempts ?? 5;
+  if (
+    typeof attempts !== "number" ||
+    !(Number.isInteger(attempts) || attempts === Infinity) ||
+    attempts < 1
+  ) {
+    throw invalidRange("retry(op, { attempts })", "a whole number ≥ 1", attempts);
+  }
+  const { budgetMs, perAttemptMs } = policy;
+  if (budgetMs !== undefined) checkDurationMs("retry(op, { budgetMs })", budgetMs);
+  if (perAttemptMs !== undefined) checkDurationMs("retry(op, { perAttemptMs })", perAttemptMs);
+  const backoff = policy.backoff ?? defaultBackoff;
+  if (typeof backoff?.next !== "function") throw invalidType("retry(op, { backoff })", "a Backoff", backoff);
+  for (const k of ["retryOn", "onRetry"] as const) {
+    if (policy[k] !== undefined && typeof policy[k] !== "function")
+      throw invalidType(`retry(op, { ${k} })`, "a function", policy[k]);
+  }
+  const retryOn = policy.retryOn ?? isTransient;
+  const label = `retry(${nameOf(op, "op")})`;
+
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask(label);
+      task.checkpoint();
+      const startedAt = task.clock.now();
+      const outerDeadline = task.effectiveDeadline();
+      const budgetDeadline = budgetMs === undefined ? Infinity : startedAt + budgetMs;
+      const history: AttemptRecord[] = [];
+      const ownTimeouts = new WeakSet<object>();
+      const counter = { started: 0 };
+      const loop = attemptLoop<T>({
+        counter,
+        task,
+        op,
+        label,
+        attempts,
+        perAttemptMs,
+        backoff,
+        retryOn,
+        policy,
+        history,
+        ownTimeouts,
+        startedAt,
+        outerDeadline,
+        budgetDeadline,
+      });
+      if (budgetMs === undefined) return yield* loop;
+      try {
+        return yield* timeoutScope(loop, `${label} budget ${budgetMs} ms`, (t) => t + budgetMs, {
+          own: ownTimeouts,
+        });
+      } catch (e) {
+        if (
+          !ownTimeouts.has(e as object) ||
+          !isTimeoutError(e) ||
+          e.label !== `${label} budget ${budgetMs} ms`
+        )
+          throw e;
+        // The budget can only run out during an attempt (no sleep may cross it), so that attempt,
+        // cut by the budget, counts, and the budget's own TimeoutError is the cause.
+        throw giveUp(task, label, "budget", history, e, startedAt, null, counter.started);
+      }
+    },
+  };
+}
+
+interface LoopInit<T> {
+  counter: { started: number };
+  task: TaskImpl<unknown>;
+  op: Op<T>;
+  label: string;
+  attempts: number;
+  perAttemptMs: number | undefined;
+  backoff: Backoff;
+  retryOn: (error: unknown, attempt: AttemptInfo) => boolean;
+  policy: RetryPolicy;
+  history: AttemptRecord[];
+  ownTimeouts: WeakSet<object>;
+  startedAt: number;
+  outerDeadline: number;
+  budgetDeadline: number;
+}
+
+function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
+  const { task, op, label, attempts, perAttemptMs, backoff, retryOn, policy, history, ownTimeouts } = init;
+  return {
+    *[Symbol.iterator]() {
+      const clock = task.clock;
+      const countAtEntry = task.requests.length;
+      warnIfUnreachable(init);
+      let state: BackoffState;
+      for (let attempt = 1; ; attempt++) {
+        const attemptStart = clock.now();
+        init.counter.started = attempt;
+        task.emit({ type: "retry:attempt", attempt, label });
+        try {
+          if (perAttemptMs === undefined) return yield* scoped(op);
+          return yield* timeoutScope(
+            op,
+            `${label} attempt ${attempt}`,
+            (t) => Math.min(t + perAttemptMs, task.effectiveDeadline()),
+            {
+              own: ownTimeouts,
+            },
+          );
+        } catch (error) {
+          if (isCancelled(error)) throw error;
+          if (task.requests.length > countAtEntry) {
+            // The attempt turned its cancellation into an error; the task is still being cancelled,
+            // so the loop stops here and the conversion is reported as a swallow.
+            const c = task.inFlightCancelled();
+            task.checkpoint();
+            if (c) {
+              task.emit({ type: "cleanup:swallow", scope: null, reason: c.reason });
+              throw c;
+            }
+          }
+          const now = clock.now();
+          const timedOut = ownTimeouts.has(error as object);
+          const info: AttemptInfo = { attempt, elapsedMs: now - init.startedAt, timedOut };
+          const record: { -readonly [K in keyof AttemptRecord]: AttemptRecord[K] } = {
+            attempt,
+            startedAt: attemptStart,
+            endedAt: now,
+            error,
+          };
+          history.push(record);
+          if (!retryOn(error, info)) {
+            task.emit({ type: "retry:giveup", attempt, reason: "not-retryable", delayMs: null, error });
+            throw error;
+          }
+          if (attempt >= attempts)
+            throw giveUp(task, label, "attempts", history, error, init.startedAt, null);
+          const retryAfterMs = (error as { retryAfterMs?: unknown } | null)?.retryAfterMs;
+          let delayMs: number;
+          let delayReason: "backoff" | "retry-after";
+          if (typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0) {
+            delayMs = retryAfterMs;
+            delayReason = "retry-after";
+          } else {
+            const step = backoff.next(state, randomSourceOf(task));
+            state = step.state;
+            delayMs = step.delayMs;
+            delayReason = "backoff";
+          }
+          const deadlineNow = task.effectiveDeadline();
+          if (now + delayMs >= deadlineNow) {
+            // Starting this sleep could only end in a timeout: give up now, with the history.
+            const reason: GiveUpReason = init.budgetDeadline <= init.outerDeadline ? "budget" : "deadline";
+            throw giveUp(task, label, reason, history, error, init.startedAt, delayMs);
+          }
+          record.delayMs = delayMs;
+          record.delayReason = delayReason;
+          policy.onRetry?.({ ...info, error, delayMs, delayReason });
+          task.emit({ type: "retry:sleep", attempt, delayMs, delayReason, error });
+          yield* delegate(sleep(delayMs));
+        }
+      }
+    },
+  };
+}
+
+function giveUp(
+  task: TaskImpl<unknown>,
+  label: string,
+  reason: GiveUpReason,
+  history: AttemptRecord[],
+  cause: unknown,
+  startedAt: number,
+  delayMs: number | null,
+  attempts = history.length,
+): RetryExhaustedError {
+  task.emit({ type: "retry:giveup", attempt: attempts, reason, delayMs, error: cause });
+  return new RetryExhaustedError({
+    reason,
+    attempts,
+    elapsedMs: task.clock.now() - startedAt,
+    history,
+    cause,
+    label,
+  });
+}
+
+/**
+ * The inverted-order incident: a per-attempt timeout no shorter than the time available means the
+ * first attempt always consumes the whole budget, so the retry branch is dead code (and metrics say
+ * "0 retries" forever). Checked once, when the loop starts.
+ */
+function warnIfUnreachable<T>(init: LoopInit<T>): void {
+  const { task, perAttemptMs, attempts } = init;
+  if (perAttemptMs === undefined || attempts < 2) return;
+  const availableMs = Math.min(init.budgetDeadline, init.outerDeadline) - init.startedAt;
+  if (perAttemptMs < availableMs) return;
+  task.emit({
+    type: "retry:unreachable",
+    perAttemptMs,
+    availableMs,
+    attempts,
+    message: `${init.label}: the per-attempt timeout (${perAttemptMs} ms) is not shorter than the ${availableMs} ms available, so none of the ${attempts - 1} retries can ever run`,
+  });
+}

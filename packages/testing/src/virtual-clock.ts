@@ -15,12 +15,24 @@ export interface VirtualClock extends Clock {
   readonly pendingTimers: number;
   /** The instants of the pending timers, earliest first (for assertions and hang reports). */
   readonly pendingTimerInstants: readonly number[];
-  /** Things outside the runtime declared in flight (see {@link Clock.hold}). */
+  /** Holds that keep time from jumping now (see {@link Clock.hold}), not counting idle keys. */
   readonly holds: number;
+  /** Descriptions of the holds that count now, for hang reports. */
+  readonly holdDescriptions: readonly string[];
   /** Whether time jumps to the next timer when the runtime is idle. */
   autojump: boolean;
-  /** Keeps autojump from moving time while something outside the runtime is in flight. */
-  hold(description: string): () => void;
+  /**
+   * Keeps autojump from moving time while something outside the runtime is in flight; returns the
+   * release (idempotent). A hold with a `key` (an origin such as `127.0.0.1:8080`) does not count
+   * while that key is declared idle.
+   */
+  hold(description: string, key?: string): () => void;
+  /**
+   * Declares `key` idle until the returned function is called: its holds stop counting. A test
+   * server that deliberately never answers (a connect that hangs) declares its origin idle, so that
+   * autojump still moves time while a client waits on it.
+   */
+  idle(key: string): () => void;
 }
 
 interface Timer {
@@ -54,7 +66,9 @@ export function createVirtualClock(options: { start?: number; autojump?: boolean
   }
   let current = start;
   let seq = 0;
-  let holds = 0;
+  const holdSet = new Set<{ description: string; key: string | undefined }>();
+  const idleKeys = new Map<string, number>();
+  const counting = () => [...holdSet].filter((h) => h.key === undefined || !idleKeys.has(h.key));
   let armed = false;
   let autojump = options.autojump ?? true;
   const timers: Timer[] = [];
@@ -85,7 +99,7 @@ export function createVirtualClock(options: { start?: number; autojump?: boolean
     armed = true;
     setImmediate(() => {
       armed = false;
-      if (!autojump || holds > 0 || timers.length === 0) return;
+      if (!autojump || timers.length === 0 || counting().length > 0) return;
       const next = timers[0]!.at;
       fireUntil(Math.max(next, current));
       arm();
@@ -103,14 +117,23 @@ export function createVirtualClock(options: { start?: number; autojump?: boolean
         if (i >= 0) timers.splice(i, 1);
       };
     },
-    hold(_description) {
-      holds++;
-      let released = false;
+    hold(description, key) {
+      const h = { description, key };
+      holdSet.add(h);
       return () => {
-        if (released) return;
-        released = true;
-        holds--;
-        arm();
+        if (holdSet.delete(h)) arm();
+      };
+    },
+    idle(key) {
+      idleKeys.set(key, (idleKeys.get(key) ?? 0) + 1);
+      arm();
+      let done = false;
+      return () => {
+        if (done) return;
+        done = true;
+        const n = (idleKeys.get(key) ?? 1) - 1;
+        if (n <= 0) idleKeys.delete(key);
+        else idleKeys.set(key, n);
       };
     },
     advance(ms) {
@@ -127,7 +150,10 @@ export function createVirtualClock(options: { start?: number; autojump?: boolean
       return timers.map((t) => t.at);
     },
     get holds() {
-      return holds;
+      return counting().length;
+    },
+    get holdDescriptions() {
+      return counting().map((h) => h.description);
     },
     get autojump() {
       return autojump;

@@ -17,7 +17,8 @@ export interface Clock {
   schedule(at: number, fn: () => void): () => void;
   /**
    * Optional: tells a virtual clock that something outside the runtime (a socket, a child process)
-   * is in flight, so it must not jump time; returns the release. Real clocks ignore it.
+   * is in flight, so it must not jump time; returns the release. Real clocks ignore it. `key` names
+   * what the hold waits on (an origin), so a test server can declare that key idle.
    */
-  hold?(description: string): () => void;
+  hold?(description: string, key?: string): () => void;
 }

@@ -64,3 +64,23 @@ export function remaining(): Operation<number> {
     },
   };
 }
+
+/**
+ * The runtime's clock where the caller runs (virtual in tests), for integrations that schedule
+ * their own timers or hold a virtual clock while real I/O is in flight.
+ *
+ * @example
+ * ```ts
+ * import { run, useClock } from "@keel/core";
+ * const clock = await run(useClock);
+ * console.log(typeof clock.now()); // "number"
+ * ```
+ */
+export function useClock(): Operation<Clock> {
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("useClock()");
+      return task.top.contexts[CLOCK_KEY] as Clock;
+    },
+  };
+}

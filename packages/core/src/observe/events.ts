@@ -74,6 +74,34 @@ export type KeelEvent =
       readonly attempts: number;
       readonly message: string;
     })
+  | (Base & { readonly type: "http:request"; readonly method: string; readonly url: string })
+  | (Base & {
+      readonly type: "http:connect";
+      readonly method: string;
+      readonly url: string;
+      readonly elapsedMs: number;
+    })
+  | (Base & {
+      readonly type: "http:headers";
+      readonly method: string;
+      readonly url: string;
+      readonly status: number;
+      readonly elapsedMs: number;
+    })
+  | (Base & {
+      readonly type: "http:body";
+      readonly method: string;
+      readonly url: string;
+      readonly bytes: number;
+      readonly elapsedMs: number;
+    })
+  | (Base & {
+      readonly type: "http:timeout";
+      readonly method: string;
+      readonly url: string;
+      readonly phase: string;
+      readonly timeoutMs: number;
+    })
   | (Base & {
       readonly type: "breaker:state";
       readonly name: string;

@@ -68,9 +68,14 @@ export function timeoutScope<T>(
   op: Op<T>,
   label: string,
   deadlineFrom: (t: number) => number,
-  extra: { code?: string; own?: WeakSet<object> } = {},
+  extra: {
+    code?: string;
+    own?: WeakSet<object>;
+    /** Makes the scope's error (a `TimeoutError` subclass for a phase, say). */
+    make?: (init: { timeoutMs: number; deadline: number; elapsedMs: number; label: string }) => TimeoutError;
+  } = {},
 ): Operation<T> {
-  const { code, own } = extra;
+  const { code, own, make } = extra;
   return {
     *[Symbol.iterator]() {
       const task = yield* currentTask(label);
@@ -80,13 +85,8 @@ export function timeoutScope<T>(
       const deadline = deadlineFrom(enteredAt);
       const timeoutMs = Math.max(0, deadline - enteredAt);
       const makeError = () => {
-        const e = new TimeoutError({
-          timeoutMs,
-          deadline,
-          elapsedMs: clock.now() - enteredAt,
-          label,
-          ...(code ? { code } : {}),
-        });
+        const init = { timeoutMs, deadline, elapsedMs: clock.now() - enteredAt, label };
+        const e = make ? make(init) : new TimeoutError({ ...init, ...(code ? { code } : {}) });
         own?.add(e);
         return e;
       };

@@ -1,0 +1,115 @@
+/**
+ * The HTTP layer's errors: one class per failure phase, each with a stable `code`.
+ * @module
+ */
+import { isKeelError, KeelError, TimeoutError } from "../errors.js";
+import { retryableStatuses } from "../resilience/transient.js";
+
+/** The phases of an HTTP exchange that each have a timeout. */
+export type HttpPhase = "connect" | "headers" | "body" | "total";
+
+const phaseCodes = {
+  connect: "KEEL_HTTP_CONNECT_TIMEOUT",
+  headers: "KEEL_HTTP_HEADERS_TIMEOUT",
+  body: "KEEL_HTTP_BODY_TIMEOUT",
+  total: "KEEL_HTTP_TOTAL_TIMEOUT",
+} as const;
+
+/** The stable code of each phase's timeout. */
+export const httpTimeoutCodes: Readonly<Record<HttpPhase, string>> = phaseCodes;
+
+/**
+ * A phase of an HTTP exchange ran out of time: `connect` (no connection), `headers` (no response
+ * headers), `body` (a gap between body chunks longer than `bodyIdleMs`), or `total`. A `TimeoutError`,
+ * so retries treat it as transient.
+ *
+ * @example
+ * ```ts
+ * import { HttpTimeoutError } from "@keel/core/http";
+ * const e = new HttpTimeoutError({ phase: "headers", timeoutMs: 2000, deadline: 2000, elapsedMs: 2000, label: "GET /orders" });
+ * console.log(e.code, e.message); // KEEL_HTTP_HEADERS_TIMEOUT GET /orders: no response headers within 2000 ms
+ * ```
+ */
+export class HttpTimeoutError extends TimeoutError {
+  readonly phase: HttpPhase;
+  constructor(init: {
+    phase: HttpPhase;
+    timeoutMs: number;
+    deadline: number;
+    elapsedMs: number;
+    label: string;
+  }) {
+    const what = {
+      connect: "no connection",
+      headers: "no response headers",
+      body: "no body data",
+      total: "not complete",
+    }[init.phase];
+    super({
+      ...init,
+      code: phaseCodes[init.phase],
+      message: `${init.label}: ${what} within ${init.timeoutMs} ms`,
+    });
+    this.name = "HttpTimeoutError";
+    this.phase = init.phase;
+  }
+}
+
+/**
+ * A response whose status the request did not expect. Retryable statuses (408, 425, 429, 500, 502,
+ * 503, 504) make it transient; `retryAfterMs` comes from `Retry-After`.
+ *
+ * @example
+ * ```ts
+ * import { HttpError } from "@keel/core/http";
+ * const e = new HttpError({ method: "GET", url: "http://api/x", status: 503, headers: {}, bodyExcerpt: "busy" });
+ * console.log(e.code, e.retryable); // KEEL_HTTP_STATUS true
+ * ```
+ */
+export class HttpError extends KeelError {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | string[]>>;
+  /** At most 2 KiB of the body, as text. */
+  readonly bodyExcerpt: string;
+  readonly retryAfterMs: number | undefined;
+  readonly method: string;
+  readonly url: string;
+  readonly retryable: boolean;
+  constructor(init: {
+    method: string;
+    url: string;
+    status: number;
+    headers: Record<string, string | string[]>;
+    bodyExcerpt: string;
+    retryAfterMs?: number;
+  }) {
+    super("KEEL_HTTP_STATUS", `${init.method} ${init.url}: unexpected status ${init.status}`);
+    this.name = "HttpError";
+    this.status = init.status;
+    this.headers = init.headers;
+    this.bodyExcerpt = init.bodyExcerpt;
+    this.retryAfterMs = init.retryAfterMs;
+    this.method = init.method;
+    this.url = init.url;
+    this.retryable = retryableStatuses.has(init.status);
+  }
+}
+
+/** True for an {@link HttpError}, across duplicate package copies. */
+export function isHttpError(e: unknown): e is HttpError {
+  return isKeelError(e) && e.code === "KEEL_HTTP_STATUS";
+}
+
+/**
+ * A body read after the scope that made the request has ended: the unread body was discarded and its
+ * socket destroyed then, so this read fails at once instead of hanging or returning a truncated body.
+ */
+export class BodyReleasedError extends KeelError {
+  constructor(what: string) {
+    super(
+      "KEEL_BODY_RELEASED",
+      `${what}: the response body was released when the scope that made the request ended`,
+    );
+    this.name = "BodyReleasedError";
+  }
+}

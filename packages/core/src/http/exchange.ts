@@ -1,0 +1,165 @@
+/**
+ * One HTTP exchange over an undici dispatcher, as a state machine the operations wait on.
+ *
+ * undici's own timers are disabled (headers and body timeouts 0): every limit is a Keel timeout on
+ * the runtime's clock. Aborting destroys the socket when the exchange has started on one, so a
+ * half-read connection is never returned to the pool.
+ * @module
+ */
+import type { Dispatcher } from "undici";
+import type { Clock } from "../kernel/clock.js";
+
+/** Where the exchange is. */
+export type ExchangeStage = "connecting" | "waiting-headers" | "body" | "done" | "failed";
+
+/** Pause reading above this many buffered bytes (backpressure on the socket). */
+const HIGH_WATER_BYTES = 256 * 1024;
+
+export interface ExchangeInit {
+  readonly dispatcher: Dispatcher;
+  readonly origin: string;
+  readonly path: string;
+  readonly method: string;
+  readonly headers: Record<string, string>;
+  readonly body: string | Uint8Array | null;
+  readonly reset: boolean;
+  readonly clock: Clock;
+  /** The key the client's clock holds use (the origin as `host:port`). */
+  readonly holdKey: string;
+}
+
+export class Exchange {
+  stage: ExchangeStage = "connecting";
+  /** Set once the request was handed to a connected socket: from then on it may have reached the server. */
+  written = false;
+  status = 0;
+  headers: Record<string, string | string[]> = {};
+  readonly chunks: Buffer[] = [];
+  bufferedBytes = 0;
+  receivedBytes = 0;
+  error: unknown = null;
+  /** Wakes whoever waits for the next change of state. */
+  waiter: (() => void) | null = null;
+  private abortFn: ((reason: Error) => void) | null = null;
+  private abortedWith: Error | null = null;
+  private resumeFn: (() => void) | null = null;
+  private paused = false;
+  private releaseSendHold: (() => void) | null = null;
+
+  constructor(private readonly init: ExchangeInit) {}
+
+  start(): void {
+    const { dispatcher, origin, path, method, headers, body, reset, clock, holdKey } = this.init;
+    const ex = this;
+    const handler: Dispatcher.DispatchHandler = {
+      onConnect(abort: (err?: Error) => void) {
+        ex.abortFn = abort as (reason: Error) => void;
+        // Aborted while it waited for a connection: throwing here (rather than calling `abort`)
+        // makes undici drop the request and keep the fresh socket for the next one in the queue.
+        if (ex.abortedWith) throw ex.abortedWith;
+        ex.written = true;
+        ex.stage = "waiting-headers";
+        // The request is being written: hold virtual time until it has reached the server.
+        ex.releaseSendHold = clock.hold?.(`${method} ${path}: sending`, holdKey) ?? null;
+        ex.wake();
+      },
+      onRequestSent() {
+        ex.releaseHoldSoon();
+      },
+      onHeaders(statusCode: number, rawHeaders: Buffer[] | string[] | null, resume: () => void) {
+        ex.releaseHoldSoon();
+        ex.status = statusCode;
+        ex.headers = parseRawHeaders(rawHeaders);
+        ex.resumeFn = resume;
+        ex.stage = "body";
+        ex.wake();
+        return true;
+      },
+      onData(chunk: Buffer) {
+        ex.chunks.push(chunk);
+        ex.bufferedBytes += chunk.length;
+        ex.receivedBytes += chunk.length;
+        ex.wake();
+        if (ex.bufferedBytes > HIGH_WATER_BYTES) {
+          ex.paused = true;
+          return false;
+        }
+        return true;
+      },
+      onComplete() {
+        ex.stage = "done";
+        ex.wake();
+      },
+      onError(err: Error) {
+        ex.releaseHoldSoon();
+        if (ex.stage === "done") return;
+        ex.error = ex.abortedWith ?? err;
+        ex.stage = "failed";
+        ex.wake();
+      },
+    } as Dispatcher.DispatchHandler;
+    dispatcher.dispatch(
+      { origin, path, method, headers, body, reset, headersTimeout: 0, bodyTimeout: 0 },
+      handler,
+    );
+  }
+
+  /** Takes buffered chunks, resuming the socket if it was paused for backpressure. */
+  take(): Buffer[] {
+    const out = this.chunks.splice(0);
+    this.bufferedBytes = 0;
+    if (this.paused) {
+      this.paused = false;
+      this.resumeFn?.();
+    }
+    return out;
+  }
+
+  /**
+   * Stops the exchange: before it reached a socket it is dropped when its turn comes; on a socket,
+   * the socket is destroyed (never pooled half-read). Holds virtual time one turn so the peer sees it.
+   */
+  abort(reason: Error): void {
+    if (this.stage === "done" || this.stage === "failed") return;
+    this.abortedWith = reason;
+    this.error = reason;
+    this.stage = "failed";
+    const release = this.init.clock.hold?.(
+      `${this.init.method} ${this.init.path}: closing`,
+      this.init.holdKey,
+    );
+    try {
+      this.abortFn?.(reason);
+    } finally {
+      if (release) setImmediate(release);
+      this.releaseHoldSoon();
+    }
+  }
+
+  get settled(): boolean {
+    return this.stage === "done" || this.stage === "failed";
+  }
+
+  private releaseHoldSoon(): void {
+    const r = this.releaseSendHold;
+    this.releaseSendHold = null;
+    if (r) setImmediate(r);
+  }
+
+  private wake(): void {
+    const w = this.waiter;
+    if (w) w();
+  }
+}
+
+function parseRawHeaders(raw: Buffer[] | string[] | null): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  if (!raw) return out;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const k = raw[i]!.toString().toLowerCase();
+    const v = raw[i + 1]!.toString();
+    const prev = out[k];
+    out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return out;
+}

@@ -1,0 +1,199 @@
+/**
+ * `HttpResponse`: status and headers, with body reads that are operations.
+ * @module
+ */
+import { currentTask } from "../kernel/current.js";
+import type { Operation, Suspension } from "../kernel/operation.js";
+import { timeoutScope } from "../time/timeout.js";
+import { BodyReleasedError, HttpTimeoutError } from "./errors.js";
+import type { Exchange } from "./exchange.js";
+
+/** A response whose body is read with operations, inside the scope that made the request. */
+export interface HttpResponse {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | string[]>>;
+  /** The whole body, parsed as JSON (a `SyntaxError` passes through unwrapped). */
+  json<T = unknown>(): Operation<T>;
+  text(): Operation<string>;
+  bytes(): Operation<Uint8Array>;
+  /** Reads the body chunk by chunk: `for (let r = yield* reader.next(); !r.done; r = yield* reader.next())`. */
+  chunks(): { next(): Operation<IteratorResult<Uint8Array, undefined>> };
+}
+
+/** Limits that apply to body reads: the gap between chunks and the request's total deadline. */
+export interface BodyLimits {
+  readonly label: string;
+  readonly bodyIdleMs: number;
+  readonly totalDeadline: number;
+  readonly totalMs: number;
+}
+
+export class HttpResponseImpl implements HttpResponse {
+  private released = false;
+  private pending: Buffer[] = [];
+
+  constructor(
+    private readonly ex: Exchange,
+    private readonly limits: BodyLimits,
+  ) {}
+
+  get status(): number {
+    return this.ex.status;
+  }
+
+  get headers(): Readonly<Record<string, string | string[]>> {
+    return this.ex.headers;
+  }
+
+  /** True once the whole body has arrived and been handed out. */
+  get consumed(): boolean {
+    return this.ex.stage === "done" && this.pending.length === 0 && this.ex.chunks.length === 0;
+  }
+
+  /**
+   * The owning scope ended: an unread body is discarded and its socket destroyed (never pooled
+   * half-read); later reads fail at once with `KEEL_BODY_RELEASED`.
+   */
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    if (!this.consumed) this.ex.abort(new BodyReleasedError(this.limits.label));
+  }
+
+  /** The next chunk, or null at the end; any failure or cancellation discards the body. */
+  read(): Operation<Buffer | null> {
+    const self = this;
+    return {
+      *[Symbol.iterator]() {
+        const task = yield* currentTask(`${self.limits.label}: read body`);
+        if (self.released) throw new BodyReleasedError(self.limits.label);
+        task.checkpoint();
+        try {
+          if (self.pending.length === 0 && self.ex.chunks.length === 0 && self.ex.stage === "body") {
+            yield* self.bounded(self.waitForData());
+          }
+        } catch (e) {
+          self.release();
+          throw e;
+        }
+        if (self.pending.length === 0) self.pending = self.ex.take();
+        const next = self.pending.shift();
+        if (next) return next;
+        if (self.ex.stage === "failed") {
+          self.release();
+          throw self.ex.error;
+        }
+        return null;
+      },
+    };
+  }
+
+  private waitForData(): Operation<void> {
+    const ex = this.ex;
+    const label = this.limits.label;
+    return {
+      *[Symbol.iterator]() {
+        yield {
+          kind: "suspend",
+          get description() {
+            return `${label}: reading body (${ex.receivedBytes} bytes so far)`;
+          },
+          interruptible: "normal",
+          enter(resolve) {
+            const ready = () => ex.chunks.length > 0 || ex.stage !== "body";
+            if (ready()) {
+              resolve({ ok: true, value: undefined });
+              return undefined;
+            }
+            ex.waiter = () => {
+              if (ready()) resolve({ ok: true, value: undefined });
+            };
+            return () => {
+              ex.waiter = null;
+            };
+          },
+        } satisfies Suspension<void>;
+      },
+    };
+  }
+
+  private bounded(op: Operation<void>): Operation<void> {
+    const { label, bodyIdleMs, totalDeadline, totalMs } = this.limits;
+    let inner = op;
+    if (bodyIdleMs !== Infinity) {
+      inner = timeoutScope(inner, `${label} body idle`, (t) => t + bodyIdleMs, {
+        make: (i) => new HttpTimeoutError({ ...i, timeoutMs: bodyIdleMs, phase: "body", label }),
+      });
+    }
+    if (totalDeadline !== Infinity) {
+      inner = timeoutScope(inner, `${label} total`, () => totalDeadline, {
+        make: (i) => new HttpTimeoutError({ ...i, timeoutMs: totalMs, phase: "total", label }),
+      });
+    }
+    return inner;
+  }
+
+  bytes(): Operation<Uint8Array> {
+    const self = this;
+    return {
+      *[Symbol.iterator]() {
+        const parts: Buffer[] = [];
+        for (let c = yield* self.read(); c !== null; c = yield* self.read()) parts.push(c);
+        return Buffer.concat(parts);
+      },
+    };
+  }
+
+  text(): Operation<string> {
+    const self = this;
+    return {
+      *[Symbol.iterator]() {
+        return Buffer.from(yield* self.bytes()).toString("utf8");
+      },
+    };
+  }
+
+  json<T = unknown>(): Operation<T> {
+    const self = this;
+    return {
+      *[Symbol.iterator]() {
+        return JSON.parse(yield* self.text()) as T;
+      },
+    };
+  }
+
+  chunks(): { next(): Operation<IteratorResult<Uint8Array, undefined>> } {
+    const self = this;
+    return {
+      next() {
+        return {
+          *[Symbol.iterator]() {
+            const c = yield* self.read();
+            return c === null ? { done: true, value: undefined } : { done: false, value: c };
+          },
+        };
+      },
+    };
+  }
+
+  /** Up to `max` bytes of the body as text, for error reports; the rest is discarded. */
+  excerpt(max: number): Operation<string> {
+    const self = this;
+    return {
+      *[Symbol.iterator]() {
+        const parts: Buffer[] = [];
+        let size = 0;
+        for (
+          let c = yield* self.read();
+          c !== null && size < max;
+          c = size < max ? yield* self.read() : null
+        ) {
+          parts.push(c);
+          size += c.length;
+        }
+        self.release();
+        return Buffer.concat(parts).subarray(0, max).toString("utf8");
+      },
+    };
+  }
+}

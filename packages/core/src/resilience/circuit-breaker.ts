@@ -48,7 +48,9 @@ export function isBrokenCircuitError(e: unknown): e is BrokenCircuitError {
  * import { createCircuitBreaker, run } from "@keel/core";
  * const breaker = createCircuitBreaker({ failureThreshold: 2, halfOpenAfterMs: 1000 });
  * const boom = function* () { throw new Error("down"); };
- * for (let i = 0; i < 3; i++) await run(() => breaker.run(boom)).catch((e) => console.log(e.name));
+ * for (let i = 0; i < 3; i++) {
+ *   try { await run(() => breaker.run(boom)); } catch (e) { console.log((e as Error).name); } // Error, Error, BrokenCircuitError
+ * }
  * console.log(breaker.state); // "open"
  * ```
  * @throws `RangeError` naming the option for a bad threshold or duration.

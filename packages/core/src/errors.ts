@@ -27,6 +27,27 @@ export const errorCodes = {
     raisedBy: "sending to, or receiving from, a closed and drained channel",
     retryable: false,
   },
+  KEEL_HTTP_STATUS: {
+    raisedBy: "an HTTP response with a status the request did not expect",
+    retryable: "by status",
+  },
+  KEEL_HTTP_CONNECT_TIMEOUT: {
+    raisedBy: "an HTTP request with no connection within timeouts.connectMs",
+    retryable: true,
+  },
+  KEEL_HTTP_HEADERS_TIMEOUT: {
+    raisedBy: "an HTTP request with no response headers within timeouts.headersMs",
+    retryable: true,
+  },
+  KEEL_HTTP_BODY_TIMEOUT: {
+    raisedBy: "an HTTP body with a gap between chunks longer than timeouts.bodyIdleMs",
+    retryable: true,
+  },
+  KEEL_HTTP_TOTAL_TIMEOUT: { raisedBy: "an HTTP call not complete within timeouts.totalMs", retryable: true },
+  KEEL_BODY_RELEASED: {
+    raisedBy: "reading a response body after the scope that made the request ended",
+    retryable: false,
+  },
   KEEL_NOT_AN_INSTRUCTION: {
     raisedBy: "a generator that yields a value instead of yield* an operation",
     retryable: false,

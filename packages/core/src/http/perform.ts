@@ -126,6 +126,9 @@ function* attempt(
     });
     res = new HttpResponseImpl(ex, {
       label,
+      method,
+      url: url.href,
+      startedAt,
       bodyIdleMs: timeouts.bodyIdleMs,
       totalDeadline,
       totalMs: timeouts.totalMs,

@@ -23,6 +23,9 @@ export interface HttpResponse {
 /** Limits that apply to body reads: the gap between chunks and the request's total deadline. */
 export interface BodyLimits {
   readonly label: string;
+  readonly method: string;
+  readonly url: string;
+  readonly startedAt: number;
   readonly bodyIdleMs: number;
   readonly totalDeadline: number;
   readonly totalMs: number;
@@ -30,6 +33,7 @@ export interface BodyLimits {
 
 export class HttpResponseImpl implements HttpResponse {
   private released = false;
+  private endReported = false;
   private pending: Buffer[] = [];
 
   constructor(
@@ -82,6 +86,17 @@ export class HttpResponseImpl implements HttpResponse {
         if (self.ex.stage === "failed") {
           self.release();
           throw self.ex.error;
+        }
+        if (!self.endReported) {
+          self.endReported = true;
+          const { method, url, startedAt } = self.limits;
+          task.emit({
+            type: "http:body",
+            method,
+            url,
+            bytes: self.ex.receivedBytes,
+            elapsedMs: task.clock.now() - startedAt,
+          });
         }
         return null;
       },

@@ -10,7 +10,6 @@ import { DEFAULT_CLEANUP_BUDGET_MS, type TaskImpl } from "../kernel/task.js";
 import type { KeelEvent } from "../observe/events.js";
 import { formatTaskTree, snapshot } from "../observe/snapshot.js";
 import { run } from "../run.js";
-import { realClock } from "../time/real-clock.js";
 
 /** Options of {@link main}. */
 export interface MainOptions {
@@ -32,13 +31,6 @@ export interface MainOptions {
 /** The conventional exit codes of a process ended by a signal: 128 + the signal's number. */
 const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143 } as const;
 type ShutdownSignal = keyof typeof SIGNAL_EXIT_CODES;
-
-/**
- * The keep-alive's period. A root waiting on nothing but a signal (`yield* suspend()`) holds no host
- * handle, and Node would exit under it; the real clock's one pending timer keeps the loop alive.
- * Below 2^31 - 1 ms, past which Node fires a timer at once.
- */
-const KEEP_ALIVE_MS = 3_600_000;
 
 /**
  * Runs `op` as the root task of a process: the first SIGINT or SIGTERM cancels it, and the process
@@ -177,12 +169,16 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
       process.exit(1);
     });
 
+    /**
+     * A root waiting on nothing but a signal (`yield* suspend()`) holds no host handle, and Node
+     * would exit under it. An open message port holds the loop without being a timer: it involves
+     * no time, and closing it releases the loop at once, where a cancelled real-clock timer would
+     * still hold it until its instant.
+     */
     function keepAlive(): () => void {
-      let cancel = realClock.schedule(realClock.now() + KEEP_ALIVE_MS, rearm);
-      function rearm() {
-        cancel = realClock.schedule(realClock.now() + KEEP_ALIVE_MS, rearm);
-      }
-      return () => cancel();
+      const { port1 } = new MessageChannel();
+      port1.on("message", () => {});
+      return () => port1.close();
     }
   });
 }

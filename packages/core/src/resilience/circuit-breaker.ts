@@ -113,17 +113,27 @@ export function createCircuitBreaker(options: {
           if (state === "open" || (probe && probing))
             throw new BrokenCircuitError(name, probing ? "half-open" : state);
           if (probe) probing = true;
+          const report = (from: CircuitState) => {
+            const to = stateAt(clock.now());
+            if (to !== from) task.emit({ type: "breaker:state", name, from, to });
+          };
           try {
             const value = yield* delegate(op);
             if (probe || openedAt === null) {
               openedAt = null;
               failures.length = 0;
             }
+            if (probe) report("half-open");
             return value;
           } catch (e) {
             if (!isCancelled(e) && isFailure(e)) {
-              if (probe) openedAt = clock.now();
-              else if (openedAt === null) recordFailure(clock.now());
+              if (probe) {
+                openedAt = clock.now();
+                report("half-open");
+              } else if (openedAt === null) {
+                recordFailure(clock.now());
+                report("closed");
+              }
             }
             throw e;
           } finally {

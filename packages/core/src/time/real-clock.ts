@@ -63,7 +63,7 @@ export function createRealClock(): Clock {
       hostAt = Infinity;
       return;
     }
-    if (host && hostAt <= next.at) return;
+    if (host && hostAt === next.at) return;
     if (host) clearTimeout(host);
     hostAt = next.at;
     host = setTimeout(fire, Math.max(0, Math.ceil(next.at - now())));
@@ -90,6 +90,8 @@ export function createRealClock(): Clock {
       arm();
       return () => {
         timer.fn = null;
+        // Re-arm, so a cancelled timer never keeps the host timer (and the process) alive.
+        arm();
       };
     },
   };

@@ -1,4 +1,15 @@
-import { action, call, run, scoped, sleep, spawn, TaskCancelledError, timeout, until, useAbortSignal } from "@keel/core";
+import {
+  action,
+  call,
+  run,
+  scoped,
+  sleep,
+  spawn,
+  TaskCancelledError,
+  timeout,
+  until,
+  useAbortSignal,
+} from "@keel/core";
 import { createHarness } from "@keel/testing";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
@@ -146,7 +157,10 @@ describe("promise interop", () => {
       yield* sleep(100);
     });
     c.cancel("stop");
-    await expect(c).rejects.toMatchObject({ name: "TaskCancelledError", reason: { kind: "cancel", message: "stop" } });
+    await expect(c).rejects.toMatchObject({
+      name: "TaskCancelledError",
+      reason: { kind: "cancel", message: "stop" },
+    });
     await h.expectClean();
   });
 
@@ -163,7 +177,10 @@ describe("promise interop", () => {
     const t = h.run(function* () {
       yield Promise.resolve(1) as never;
     });
-    await expect(t).rejects.toMatchObject({ code: "KEEL_NOT_AN_INSTRUCTION", message: expect.stringContaining("until(promise)") });
+    await expect(t).rejects.toMatchObject({
+      code: "KEEL_NOT_AN_INSTRUCTION",
+      message: expect.stringContaining("until(promise)"),
+    });
     await h.expectClean();
   });
 

@@ -21,11 +21,13 @@ export function* exitFrame<T>(
 ): Generator<Instruction, T, unknown> {
   frame.bodySettled = true;
   if (!outcome.ok && !isCancelled(outcome.error)) frame.recordError(outcome.error);
+  let waited = false;
   if (frame.children?.size) {
     task.cancelChildrenAtExit(frame);
     yield waitForChildren(frame);
+    waited = true;
   }
-  return settleFrame(task, frame, outcome, convert);
+  return settleFrame(task, frame, outcome, convert, waited);
 }
 
 function waitForChildren(frame: Frame): Suspension<void> {
@@ -56,7 +58,8 @@ function settleFrame<T>(
   task: TaskImpl<unknown>,
   frame: Frame,
   outcome: Outcome<T>,
-  convert?: () => Error,
+  convert: (() => Error) | undefined,
+  waited: boolean,
 ): T {
   const own = frame.request;
   const owned = own !== null && task.requests.length - 1 === frame.countAtEntry;
@@ -93,6 +96,12 @@ function settleFrame<T>(
     if (owned && convert) throw convert();
     // An enclosing claim is still in flight: the swallowed cancellation keeps unwinding.
     throw task.takeDelivery("normal") ?? task.inFlightCancelled() ?? new Cancelled(own.reason);
+  }
+  // The wait for children defers delivery like a shield does: a request counted during it is
+  // delivered here, so code after this scope never runs once the task is being cancelled.
+  if (waited) {
+    const pending = task.takeDelivery("normal");
+    if (pending) throw pending;
   }
   return outcome.value;
 }

@@ -309,7 +309,6 @@ export class TaskImpl<T> implements Task<T> {
     let o = cur.outcome!;
     // A shield only defers delivery while it waits; once it settles, a pending request is due here.
     const level = cur.s.interruptible === "never" ? "never" : "normal";
-    if (level === "normal") for (const u of this.unwinding) if (u.cutDeferred) this.cut(u);
     const c = this.takeDelivery(level);
     if (c) {
       if (!o.ok && !isCancelled(o.error)) {
@@ -396,6 +395,8 @@ export class TaskImpl<T> implements Task<T> {
    */
   takeDelivery(level: Interruptible): Cancelled | null {
     if (level === "never") return null;
+    // A cut deferred while the task waited for its children applies at its first step of its own.
+    for (const u of this.unwinding) if (u.cutDeferred && this.iterator) this.cut(u);
     for (const u of this.unwinding) {
       if (u.hardCancelled) {
         if (++this.hardThrows > HARD_THROW_LIMIT) this.abandonPending = true;
@@ -444,7 +445,7 @@ export class TaskImpl<T> implements Task<T> {
     if (this.final || !this.unwinding.includes(u)) return;
     // Time spent waiting for children is bounded by their own budgets; the cut is for this task's
     // own code, so it waits until the task runs again (and never comes once the body has finished).
-    u.cutDeferred = !this.iterator || this.current?.s.interruptible === "never";
+    u.cutDeferred = !this.iterator || (this.current !== null && this.current.s.interruptible === "never");
     if (u.cutDeferred) return;
     const now = this.clock.now();
     u.hardCancelled = new Cancelled({

@@ -2,7 +2,8 @@
  * A live snapshot of the task tree, and its text form.
  * @module
  */
-import type { Task, TaskImpl, TaskState } from "../kernel/task.js";
+import { invalidType } from "../errors.js";
+import { type Task, TaskImpl, type TaskState } from "../kernel/task.js";
 
 /** One task as seen at the moment of the snapshot. */
 export interface TaskSnapshot {
@@ -35,7 +36,8 @@ export interface TaskSnapshot {
  * ```
  */
 export function snapshot(task: Task<unknown>): TaskSnapshot {
-  const t = task as TaskImpl<unknown>;
+  if (!(task instanceof TaskImpl)) throw invalidType("snapshot(task)", "a Keel task", task);
+  const t = task;
   const at = t.clock.now();
   const w = t.isSettled ? null : t.waitingOn;
   return {

@@ -171,9 +171,8 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
 
     /**
      * A root waiting on nothing but a signal (`yield* suspend()`) holds no host handle, and Node
-     * would exit under it. An open message port holds the loop without being a timer: it involves
-     * no time, and closing it releases the loop at once, where a cancelled real-clock timer would
-     * still hold it until its instant.
+     * would exit under it. An open message port holds the loop without being a timer: it needs no
+     * clock and never wakes the process, and closing it releases the loop at once.
      */
     function keepAlive(): () => void {
       const { port1 } = new MessageChannel();

@@ -31,8 +31,9 @@ interface PendingSend<T> {
   wake: (() => void) | null;
 }
 
-interface PendingReceive<T> {
-  result: IteratorResult<T, undefined> | null;
+interface PendingReceive {
+  /** Woken because a buffered value (or the close) is there for it; it takes it when it resumes. */
+  notified: boolean;
   wake: (() => void) | null;
 }
 
@@ -72,22 +73,30 @@ export function createChannel<T>(options: { capacity: number; name?: string }): 
   const name = options.name ?? "channel";
   const buffer: T[] = [];
   const senders: PendingSend<T>[] = [];
-  const receivers: PendingReceive<T>[] = [];
+  const receivers: PendingReceive[] = [];
   let closed = false;
 
+  // Invariant: buffer.length ≤ capacity. A value stays in the buffer until a receiver takes it when
+  // it resumes, so a receiver cancelled after being woken loses nothing and reorders nothing.
   const pump = () => {
-    while (receivers.length > 0 && (buffer.length > 0 || closed)) {
-      const r = receivers.shift()!;
-      r.result =
-        buffer.length > 0 ? { done: false, value: buffer.shift()! } : { done: true, value: undefined };
-      r.wake?.();
-    }
-    while (senders.length > 0 && buffer.length < capacity) {
-      const s = senders.shift()!;
+    for (;;) {
+      let notified = 0;
+      for (const r of receivers) {
+        if (r.notified) {
+          notified++;
+          continue;
+        }
+        if (notified >= buffer.length && !closed) break;
+        r.notified = true;
+        notified++;
+        r.wake?.();
+      }
+      const s = senders[0];
+      if (!s || buffer.length >= capacity) return;
+      senders.shift();
       buffer.push(s.value);
       s.accepted = true;
       s.wake?.();
-      if (receivers.length > 0) pump();
     }
   };
 
@@ -104,6 +113,7 @@ export function createChannel<T>(options: { capacity: number; name?: string }): 
     interruptible: "normal",
     enter(resolve) {
       if (isDone()) {
+        remove();
         resolve({ ok: true, value: undefined });
         return undefined;
       }
@@ -119,36 +129,34 @@ export function createChannel<T>(options: { capacity: number; name?: string }): 
     *[Symbol.iterator]() {
       const task = yield* currentTask(`${name}.next()`);
       task.checkpoint();
-      if (receivers.length === 0 && buffer.length > 0) {
-        const value = buffer.shift()!;
+      // A newcomer takes directly only when nobody queues before it; a woken receiver takes first.
+      let woken = false;
+      for (;;) {
+        if ((woken || receivers.length === 0) && buffer.length > 0) {
+          const value = buffer.shift()!;
+          pump();
+          return { done: false, value };
+        }
+        if ((woken || receivers.length === 0) && closed) return { done: true, value: undefined };
+        const p: PendingReceive = { notified: false, wake: null };
+        if (woken) receivers.unshift(p);
+        else receivers.push(p);
         pump();
-        return { done: false, value };
-      }
-      if (receivers.length === 0 && closed) return { done: true, value: undefined };
-      const p: PendingReceive<T> = { result: null, wake: null };
-      receivers.push(p);
-      try {
         yield park(
           () => `${name}: receive, empty (${receivers.length} receiving)`,
-          () => p.result !== null,
+          () => p.notified,
           (w) => {
             p.wake = w;
           },
           () => {
             const i = receivers.indexOf(p);
             if (i >= 0) receivers.splice(i, 1);
+            // Woken but leaving without its value (cancelled): offer it to the next receiver.
+            if (p.notified) queueMicrotask(pump);
           },
         );
-      } catch (e) {
-        // Handed a value in the same instant as the cancellation: put it back in front.
-        if (p.result && !p.result.done) {
-          buffer.unshift(p.result.value);
-          pump();
-        }
-        throw e;
+        woken = true;
       }
-      pump();
-      return p.result!;
     },
   });
 

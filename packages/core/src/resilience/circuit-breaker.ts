@@ -24,7 +24,7 @@ export interface CircuitBreaker {
 
 /** Thrown, without calling the dependency, while the breaker is open or its probe is in flight. */
 export class BrokenCircuitError extends KeelError {
-  /** Never retried: retrying into an open breaker is the avalanche it exists to stop. */
+  /** Not transient: the default `retryOn` never retries into an open breaker (the avalanche it stops). */
   readonly retryable = false;
   constructor(name: string, state: CircuitState) {
     super("KEEL_BROKEN_CIRCUIT", `circuit ${name} is ${state}: call not attempted`);

@@ -12,7 +12,12 @@ import type { TaskImpl } from "../kernel/task.js";
 import { sleep } from "../time/sleep.js";
 import { timeoutScope } from "../time/timeout.js";
 import { type Backoff, type BackoffState, exponential } from "./backoff.js";
-import { type AttemptRecord, type GiveUpReason, RetryExhaustedError } from "./retry-exhausted-error.js";
+import {
+  type AttemptRecord,
+  type GiveUpReason,
+  isRetryExhaustedError,
+  RetryExhaustedError,
+} from "./retry-exhausted-error.js";
 import { isTransient } from "./transient.js";
 
 /** What `retryOn` learns about the failed attempt. */
@@ -205,7 +210,8 @@ function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
             error,
           };
           history.push(record);
-          if (!retryOn(error, info)) {
+          // Layers must not multiply: an inner retry's exhaustion is final, whatever retryOn says.
+          if (isRetryExhaustedError(error) || !retryOn(error, info)) {
             task.emit({ type: "retry:giveup", attempt, reason: "not-retryable", delayMs: null, error });
             throw error;
           }
@@ -268,7 +274,7 @@ function giveUp(
  */
 function warnIfUnreachable<T>(init: LoopInit<T>): void {
   const { task, perAttemptMs, attempts } = init;
-  if (perAttemptMs === undefined || attempts < 2) return;
+  if (perAttemptMs === undefined || perAttemptMs === Infinity || attempts < 2) return;
   const availableMs = Math.min(init.budgetDeadline, init.outerDeadline) - init.startedAt;
   if (perAttemptMs < availableMs) return;
   task.emit({

@@ -1,0 +1,144 @@
+/**
+ * Pins what the demo narrates: each scenario's values and virtual times, a few of its lines, and the
+ * leak check, so `npm run demo` cannot drift from the runtime unnoticed.
+ */
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { asyncCleanup } from "../src/scenarios/async-cleanup.js";
+import { deadlineTravels } from "../src/scenarios/deadline-travels.js";
+import { hungCleanup } from "../src/scenarios/hung-cleanup.js";
+import { innerTimeoutCaught } from "../src/scenarios/inner-timeout-caught.js";
+import type { ScenarioResult } from "../src/scenarios/narration.js";
+import { outerDeadlineWins } from "../src/scenarios/outer-deadline-wins.js";
+import { shieldedFlush } from "../src/scenarios/shielded-flush.js";
+
+function expectClean(result: ScenarioResult<unknown>): void {
+  expect(result.leftover).toEqual({ liveTasks: 0, pendingTimers: 0 });
+}
+
+describe("the demo's scenarios", () => {
+  it("1: an inner timeout that fires and is caught leaves the outer armed and the task running", async () => {
+    const r = await innerTimeoutCaught();
+
+    expect(r.facts).toEqual({
+      value: "fallback",
+      caughtAt: 100,
+      caughtLabel: "timeout(100)",
+      outerRemainingMs: 400,
+      stateAfterCatch: "running",
+      cancellationCountAfterCatch: 0,
+      finishedAt: 300,
+      fired: ["timeout(100)@100"],
+    });
+    expect(r.lines).toContain(
+      "[t=100ms] inner timeout fired; caught TimeoutError, outer still armed (remaining() = 400ms, task running, 0 cancellation requests)",
+    );
+    expectClean(r);
+  });
+
+  it("2: an outer deadline that passes first, or at the same instant, wins over the inner one", async () => {
+    const r = await outerDeadlineWins();
+
+    expect(r.facts).toEqual({
+      innerSaw: "Cancelled(timeout by timeout(100))",
+      errorLabel: "timeout(100)",
+      caughtAt: 100,
+      elapsedMs: 100,
+      equalDeadlineLabel: "timeout(200)",
+      equalCaughtAt: 300,
+      fired: ["timeout(100)@100", "timeout(200)@300", "timeoutAt(300)@300"],
+    });
+    expect(r.lines).toContain(
+      "[t=300ms]   · timeoutAt(300) in handler stays silent: an enclosing claim wins",
+    );
+    expectClean(r);
+  });
+
+  it("3: a deadline travels across three hops, each seeing only what is left", async () => {
+    const r = await deadlineTravels();
+
+    expect(r.facts.remainingByHop).toEqual([1000, 850, 700]);
+    expect(r.facts.insideOwnTimeoutMs).toBe(550);
+    expect(r.facts.value).toBe("in stock");
+    expect(r.facts.finishedAt).toBe(600);
+    expect(r.facts.treeAt).toBe(350);
+    expect(r.facts.tree.split("\n")).toEqual([
+      expect.stringMatching(
+        /^gateway#\d+ running 350ms, deadline in 650ms, waiting on join orders#\d+ for 200ms$/,
+      ),
+      expect.stringMatching(
+        /^ {2}orders#\d+ running 200ms, deadline in 650ms, waiting on join inventory#\d+ for 50ms$/,
+      ),
+      expect.stringMatching(
+        /^ {4}inventory#\d+ running 50ms, deadline in 650ms, waiting on sleep\(150\) for 50ms$/,
+      ),
+    ]);
+    expect(r.lines).toContain("[t=150ms] orders: remaining() = 850ms");
+    expectClean(r);
+  });
+
+  it("4: async cleanup in finally, two yield* deep, completes before cancel() settles", async () => {
+    const r = await asyncCleanup();
+
+    expect(r.facts).toEqual({
+      cleanupStartedAt: 100,
+      flushedAt: 220,
+      closedAt: 300,
+      cancelSettledAt: 300,
+      connectionState: "cancelled",
+      cancelReason: expect.stringContaining("service is shutting down"),
+    });
+    expectClean(r);
+  });
+
+  it("5: a hung cleanup is cut at its budget, reported as cleanup:overrun, and outer finally still runs", async () => {
+    const r = await hungCleanup();
+
+    expect(r.facts).toEqual({
+      overruns: [{ at: 350, budgetMs: 250, waitingOn: "sleep(10000)" }],
+      outerFinallyAt: 350,
+      hungStepFinished: false,
+      cancelSettledAt: 350,
+      exporterState: "cancelled",
+    });
+    expect(r.lines).toContain(
+      "[t=350ms]   · cleanup:overrun in service/exporter: over its 250ms budget, cut while waiting on sleep(10000)",
+    );
+    expectClean(r);
+  });
+
+  it("6: a shielded flush finishes before the cancellation is delivered, which is then reported as delayed", async () => {
+    const r = await shieldedFlush();
+
+    expect(r.facts).toEqual({
+      cancelRequestedAt: 50,
+      flushedAt: 200,
+      deliveredAt: 200,
+      deliveredKind: "cancel",
+      shieldDelays: [{ at: 200, delayedMs: 150 }],
+      ranPastShield: false,
+      writerState: "cancelled",
+    });
+    expectClean(r);
+  });
+});
+
+describe("npm run demo", () => {
+  it("prints all six scenarios and the live task tree, and exits 0", () => {
+    const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+
+    const result = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "--conditions=source", "examples/src/demo.ts"],
+      { cwd: repoRoot, encoding: "utf8", timeout: 15_000 },
+    );
+
+    expect(result.stderr).toBe("");
+    expect(result.status).toBe(0);
+    for (const title of ["1. ", "2. ", "3. ", "4. ", "5. ", "6. "])
+      expect(result.stdout).toMatch(new RegExp(`^${title.replace(".", "\\.")}`, "m"));
+    expect(result.stdout).toContain("Live task tree of scenario 3 at t=350ms:");
+    expect(result.stdout).toMatch(/^ {6}inventory#\d+ running 50ms, .*waiting on sleep\(150\)/m);
+  });
+});

@@ -7,9 +7,11 @@
  * region of the scope that made it" means "while that frame is on the stack".
  * @module
  */
+
+import type { CancelRequest } from "./cancellable.js";
 import type { ScopeInfo } from "./cancelled.js";
 import type { ContextValues } from "./context.js";
-import type { CancelRequest, TaskImpl } from "./task.js";
+import type { TaskImpl } from "./task.js";
 
 let nextFrameId = 1;
 let nextSeq = 1;

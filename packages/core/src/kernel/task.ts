@@ -10,15 +10,21 @@
  */
 import { appendSuppressed, TaskCancelledError } from "../errors.js";
 import type { KeelEvent, KeelEventInput } from "../observe/events.js";
+import {
+  BUDGET_KEY,
+  CancellableTask,
+  type CancelRequest,
+  CLOCK_KEY,
+  type Current,
+  DEFAULT_CLEANUP_BUDGET_MS,
+} from "./cancellable.js";
 import { Cancelled, type CancelReason, isCancelled } from "./cancelled.js";
 import type { Clock } from "./clock.js";
 import type { ContextValues } from "./context.js";
-
-import { Frame, sequence } from "./frame.js";
+import { Frame } from "./frame.js";
 import {
   CURRENT_TASK,
   type Future,
-  type Interruptible,
   iterate,
   type Op,
   type Operation,
@@ -26,6 +32,9 @@ import {
   type Suspension,
 } from "./operation.js";
 import { notAnInstruction, type Runtime } from "./runtime.js";
+
+export { BUDGET_KEY, type CancelRequest, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS };
+
 import { enqueue } from "./scheduler.js";
 
 /** A task's life: `cancelling` while cancellation requests are in flight against it. */
@@ -50,51 +59,10 @@ export interface Task<T> extends PromiseLike<T>, Operation<T> {
   cancel(message?: string): Future<void>;
 }
 
-/** A cancellation request: counted until the frame that made it exits (never, when from outside). */
-export interface CancelRequest {
-  readonly frame: Frame;
-  readonly reason: CancelReason;
-  readonly external: boolean;
-  /** The unwinding that delivered it, or null while it waits for a suspension point. */
-  deliveredIn: Unwinding | null;
-}
-
-/**
- * One delivered `Cancelled` and the cleanup it started. Invariant: it lives while any request it
- * delivered is still counted; frames entered after `seq` are fresh for it (their requests are
- * delivered inside them), frames entered before are covered (their new requests wait).
- */
-interface Unwinding {
-  readonly seq: number;
-  readonly cancelled: Cancelled;
-  readonly at: number;
-  readonly budgetMs: number;
-  readonly cleanupDeadline: number;
-  readonly delivered: Set<CancelRequest>;
-  /** Set when the budget ran out: every suspension point then throws `hardCancelled` at once. */
-  hardCancelled: Cancelled | null;
-  /** The budget ran out while the task waited for its children: cut when that wait ends. */
-  cutDeferred: boolean;
-  cancelTimer: (() => void) | null;
-}
-
-interface Current {
-  readonly s: Suspension;
-  readonly since: number;
-  teardown: (() => void) | undefined;
-  outcome: Outcome<unknown> | null;
-}
-
 type Final =
   | { state: "completed"; value: unknown }
   | { state: "failed"; error: unknown }
   | { state: "cancelled"; reason: CancelReason };
-
-export const CLOCK_KEY: unique symbol = Symbol("keel.clock");
-export const BUDGET_KEY: unique symbol = Symbol("keel.cleanup-budget");
-export const DEFAULT_CLEANUP_BUDGET_MS = 5000;
-/** After a cut, this many immediate throws (a loop that keeps swallowing) abandon the task at once. */
-const HARD_THROW_LIMIT = 1000;
 
 let nextTaskId = 1;
 
@@ -109,7 +77,7 @@ export interface TaskInit {
   readonly shielded?: boolean;
 }
 
-export class TaskImpl<T> implements Task<T> {
+export class TaskImpl<T> extends CancellableTask implements Task<T> {
   readonly id = nextTaskId++;
   readonly name: string;
   readonly parent: TaskImpl<unknown> | null;
@@ -117,19 +85,9 @@ export class TaskImpl<T> implements Task<T> {
   readonly runtime: Runtime;
   readonly shielded: boolean;
   readonly startedAt: number;
-  readonly root: Frame;
-  /** Invariant: the innermost frame; its parent chain ends at `root`. */
-  top: Frame;
-  /** Invariant: every request here belongs to a frame on the stack (or is external). */
-  readonly requests: CancelRequest[] = [];
-  readonly unwinding: Unwinding[] = [];
   private iterator: Iterator<unknown, T, unknown> | null = null;
-  private current: Current | null = null;
   private bodyOutcome: Outcome<T> | null = null;
   private final: Final | null = null;
-  private delivered = false;
-  private hardThrows = 0;
-  private abandonPending = false;
   /** The last suspension a cancellation was thrown into at once, for the abandonment report. */
   private lastRefused: string | null = null;
   private settledCallbacks: Array<() => void> | null = null;
@@ -140,6 +98,7 @@ export class TaskImpl<T> implements Task<T> {
     private readonly op: Op<T>,
     init: TaskInit,
   ) {
+    super();
     this.name = init.name;
     this.parent = init.parent;
     this.owner = init.owner;
@@ -175,6 +134,10 @@ export class TaskImpl<T> implements Task<T> {
   get waitingOn(): { description: string; since: number } | null {
     const c = this.current;
     return c ? { description: c.s.description, since: c.since } : null;
+  }
+
+  protected get hasBody(): boolean {
+    return this.iterator !== null;
   }
 
   get isSettled(): boolean {
@@ -324,7 +287,7 @@ export class TaskImpl<T> implements Task<T> {
     this.advance(o);
   }
 
-  private tryInterrupt(cur: Current): void {
+  protected tryInterrupt(cur: Current): void {
     if (this.current !== cur || cur.outcome || cur.s.interruptible === "never") return;
     const c = this.takeDelivery(cur.s.interruptible);
     if (!c) return;
@@ -348,208 +311,6 @@ export class TaskImpl<T> implements Task<T> {
         });
       }
     }
-  }
-
-  // ---- cancellation ---------------------------------------------------------------------------
-
-  /**
-   * Counts a request against this task and cancels the children in the frame's region at once
-   * (semantics §3: a whole subtree unwinds concurrently). Delivery happens at a suspension point.
-   */
-  request(frame: Frame, reason: CancelReason, external: boolean): void {
-    if (this.final || this.abandonPending) return;
-    const r: CancelRequest = { frame, reason, external, deliveredIn: null };
-    this.requests.push(r);
-    if (!external) frame.request = r;
-    this.emit({ type: "cancel:request", reason, owner: external ? "outside" : frame.info });
-    this.cancelRegionChildren(frame, reason);
-    const cur = this.current;
-    if (cur && !cur.outcome && cur.s.interruptible === "normal") enqueue(() => this.tryInterrupt(cur));
-  }
-
-  /** Cancels, from outside, every unshielded child owned by `frame` or a frame nested in it. */
-  cancelRegionChildren(frame: Frame, reason: CancelReason): void {
-    if (frame.closed) return;
-    for (let f: Frame | null = this.top; f; f = f.parent) {
-      if (f.children)
-        for (const child of [...f.children]) if (!child.shielded) child.cancelFromOutside(reason);
-      if (f === frame) break;
-    }
-  }
-
-  /** A request from outside this task: never withdrawn, so the task ends cancelled (or failed). */
-  cancelFromOutside(reason: CancelReason): void {
-    if (this.final || this.requests.some((r) => r.external)) return;
-    this.request(this.root, reason, true);
-  }
-
-  /** Throws `Cancelled` here if one is due (entering any Keel operation delivers pending ones). */
-  checkpoint(): void {
-    const c = this.takeDelivery("normal");
-    if (c) throw c;
-  }
-
-  /**
-   * The `Cancelled` to throw at a suspension point of this kind, if any, marking what it delivers.
-   * Picks the outermost deliverable request, so the reason seen is the claim that will win.
-   */
-  takeDelivery(level: Interruptible): Cancelled | null {
-    if (level === "never") return null;
-    // A cut deferred while the task waited for its children applies at its first step of its own.
-    for (const u of this.unwinding) if (u.cutDeferred && this.iterator) this.cut(u);
-    for (const u of this.unwinding) {
-      if (u.hardCancelled) {
-        if (++this.hardThrows > HARD_THROW_LIMIT) this.abandonPending = true;
-        return u.hardCancelled;
-      }
-    }
-    if (level !== "normal" || this.requests.length === 0) return null;
-    const last = this.unwinding[this.unwinding.length - 1];
-    const deliverable = (r: CancelRequest) =>
-      !r.deliveredIn && !r.frame.closed && (!last || r.frame.entrySeq > last.seq);
-    let best: CancelRequest | null = null;
-    let bestDepth = Infinity;
-    for (const r of this.requests) {
-      if (!deliverable(r)) continue;
-      const d = r.frame.depth;
-      if (d < bestDepth) [best, bestDepth] = [r, d];
-    }
-    if (!best) return null;
-    const now = this.clock.now();
-    const budgetMs = (this.top.contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
-    const u: Unwinding = {
-      seq: sequence(),
-      cancelled: new Cancelled(best.reason),
-      at: now,
-      budgetMs,
-      cleanupDeadline: Math.min(now + budgetMs, last ? last.cleanupDeadline : Infinity),
-      delivered: new Set(),
-      hardCancelled: null,
-      cutDeferred: false,
-      cancelTimer: null,
-    };
-    for (const r of this.requests) {
-      if (deliverable(r)) {
-        r.deliveredIn = u;
-        u.delivered.add(r);
-      }
-    }
-    this.unwinding.push(u);
-    this.delivered = true;
-    if (budgetMs !== Infinity) u.cancelTimer = this.clock.schedule(now + budgetMs, () => this.cut(u));
-    return u.cancelled;
-  }
-
-  /** The cleanup budget ran out: cut the pending step, then abandon one budget later. */
-  private cut(u: Unwinding): void {
-    if (this.final || !this.unwinding.includes(u)) return;
-    // Time spent waiting for children is bounded by their own budgets; the cut is for this task's
-    // own code, so it waits until the task runs again (and never comes once the body has finished).
-    u.cutDeferred = !this.iterator || (this.current !== null && this.current.s.interruptible === "never");
-    if (u.cutDeferred) return;
-    const now = this.clock.now();
-    u.hardCancelled = new Cancelled({
-      kind: "cleanup-overrun",
-      at: now,
-      message: `cleanup exceeded its budget of ${u.budgetMs} ms`,
-    });
-    this.emit({
-      type: "cleanup:overrun",
-      budgetMs: u.budgetMs,
-      waitingOn: this.current?.s.description ?? null,
-    });
-    u.cancelTimer = this.clock.schedule(now + u.budgetMs, () => this.abandon());
-    const cur = this.current;
-    if (cur && !cur.outcome) enqueue(() => this.tryInterrupt(cur));
-  }
-
-  /** Removes a request; an unwinding whose requests are all withdrawn has ended. */
-  withdraw(r: CancelRequest): void {
-    const i = this.requests.indexOf(r);
-    if (i >= 0) this.requests.splice(i, 1);
-    if (r.frame.request === r) r.frame.request = null;
-    const u = r.deliveredIn;
-    if (u?.delivered.delete(r) && u.delivered.size === 0) this.endUnwinding(u);
-  }
-
-  private endUnwinding(u: Unwinding): void {
-    const i = this.unwinding.indexOf(u);
-    if (i >= 0) this.unwinding.splice(i, 1);
-    u.cancelTimer?.();
-    u.cancelTimer = null;
-    if (!this.unwinding.some((x) => x.hardCancelled)) this.hardThrows = 0;
-  }
-
-  /**
-   * A `Cancelled` leaves `frame` unconverted: the enclosing requests that prevented the conversion
-   * now travel with it, so they are not delivered a second time (semantics §3: at most once).
-   */
-  adoptEnclosing(frame: Frame, c: unknown): void {
-    const u = this.unwinding.find((x) => x.cancelled === c) ?? this.unwinding[this.unwinding.length - 1];
-    if (!u) return;
-    for (const r of this.requests) {
-      if (!r.deliveredIn && r.frame !== frame && r.frame.encloses(frame)) {
-        r.deliveredIn = u;
-        u.delivered.add(r);
-      }
-    }
-  }
-
-  /** The `Cancelled` in flight, for an operation that must rethrow one (a swallowed claim). */
-  inFlightCancelled(): Cancelled | null {
-    return this.unwinding[this.unwinding.length - 1]?.cancelled ?? null;
-  }
-
-  /** True while any cancellation is in flight against the task (counted or unwinding). */
-  get isCancelling(): boolean {
-    return this.requests.length > 0 || this.unwinding.length > 0;
-  }
-
-  // ---- frames and deadlines -------------------------------------------------------------------
-
-  /** The deadline in force now: during cleanup, the cleanup deadline lowered by fresh scopes. */
-  effectiveDeadline(): number {
-    const last = this.unwinding[this.unwinding.length - 1];
-    if (!last || this.top.entrySeq > last.seq) return this.top.deadline;
-    return last.cleanupDeadline;
-  }
-
-  pushFrame(kind: string, label: string, ownDeadline = Infinity): Frame {
-    const parent = this.top;
-    const deadline = Math.min(ownDeadline, this.effectiveDeadline());
-    const f = new Frame(
-      this,
-      parent,
-      kind,
-      label,
-      this.requests.length,
-      deadline,
-      this.clock.now(),
-      parent.contexts,
-    );
-    this.top = f;
-    return f;
-  }
-
-  /** Pops `frame` (which must be the top) and runs its cleanups. */
-  popFrame(frame: Frame): void {
-    if (this.top !== frame)
-      throw new Error(`Keel internal error: popping ${frame.label}, top is ${this.top.label}`);
-    this.top = frame.parent!;
-    frame.closed = true;
-    frame.runCleanups();
-  }
-
-  /** Cancels the children still running when a frame's operation settles (reason `parent`). */
-  cancelChildrenAtExit(frame: Frame): void {
-    if (!frame.children) return;
-    const reason: CancelReason = {
-      kind: "parent",
-      at: this.clock.now(),
-      scope: frame.info,
-      message: `${frame.label} finished`,
-    };
-    for (const child of [...frame.children]) child.cancelFromOutside(reason);
   }
 
   // ---- settling -------------------------------------------------------------------------------
@@ -623,7 +384,7 @@ export class TaskImpl<T> implements Task<T> {
    * Gives up on a task that keeps swallowing its cancellation (semantics §5): its generator is never
    * resumed again, its frames' timers are cleared, its children cancelled and awaited.
    */
-  private abandon(): void {
+  protected abandon(): void {
     if (this.final) return;
     this.abandonPending = false;
     this.emit({ type: "cleanup:abandon", waitingOn: this.current?.s.description ?? this.lastRefused });

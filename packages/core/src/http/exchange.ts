@@ -12,6 +12,14 @@ import type { Clock } from "../kernel/clock.js";
 /** Where the exchange is. */
 export type ExchangeStage = "connecting" | "waiting-headers" | "body" | "done" | "failed";
 
+/** Event-loop turns a dispatched request keeps virtual time from jumping (see `start`). */
+const DISPATCH_HOLD_TURNS = 4;
+
+function afterTurns(turns: number, fn: () => void): void {
+  if (turns <= 0) fn();
+  else setImmediate(() => afterTurns(turns - 1, fn));
+}
+
 /** Pause reading above this many buffered bytes (backpressure on the socket). */
 const HIGH_WATER_BYTES = 256 * 1024;
 
@@ -98,6 +106,12 @@ export class Exchange {
         ex.wake();
       },
     } as Dispatcher.DispatchHandler;
+    // undici may hand the request to a socket a few event-loop turns after dispatch (a pooled
+    // connection frees itself asynchronously): hold virtual time for those turns, so autojump does
+    // not fire a timer meanwhile. A request still waiting after that is queued behind busy sockets,
+    // whose servers hold time themselves while they work.
+    const releaseDispatchHold = clock.hold?.(`${method} ${path}: dispatching`, holdKey);
+    if (releaseDispatchHold) afterTurns(DISPATCH_HOLD_TURNS, releaseDispatchHold);
     dispatcher.dispatch(
       { origin, path, method, headers, body, reset, headersTimeout: 0, bodyTimeout: 0 },
       handler,

@@ -218,5 +218,7 @@ export class TimeoutError extends KeelError {
 
 /** True for a {@link TimeoutError} (by its `name` and numeric fields, across package copies). */
 export function isTimeoutError(e: unknown): e is TimeoutError {
-  return e instanceof Error && e.name === "TimeoutError" && typeof (e as TimeoutError).timeoutMs === "number";
+  return (
+    e instanceof Error && /TimeoutError$/.test(e.name) && typeof (e as TimeoutError).timeoutMs === "number"
+  );
 }

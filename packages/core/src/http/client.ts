@@ -3,7 +3,7 @@
  * retries by status, and the deadline sent downstream.
  * @module
  */
-import { Agent, buildConnector, type Dispatcher } from "undici";
+import { Agent, type Dispatcher } from "undici";
 import { checkDurationMs, invalidRange, invalidType } from "../errors.js";
 import type { Clock } from "../kernel/clock.js";
 import { until } from "../kernel/interop.js";
@@ -11,6 +11,7 @@ import type { Operation } from "../kernel/operation.js";
 import { resource } from "../kernel/resource.js";
 import type { RetryPolicy } from "../resilience/retry.js";
 import { useClock } from "../time/deadline.js";
+import { ConnectionBook } from "./connections.js";
 import { performRequest, type RequestPlan } from "./perform.js";
 import type { HttpResponse } from "./response.js";
 
@@ -51,7 +52,7 @@ export interface HttpClientOptions {
   /** Reuse connections (default true). */
   keepAlive?: boolean;
   timeouts?: HttpTimeouts;
-  /** Default: retry transient failures 3 times with jittered exponential backoff. */
+  /** Default: up to 3 attempts on transient failures, with jittered exponential backoff. */
   retry?: RetryPolicy | false;
   /** A header that carries the remaining deadline in ms downstream (default: none). */
   deadlineHeader?: string | false;
@@ -110,15 +111,18 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
   const base = checkClientOptions(options);
   return resource<HttpClient>(function* httpClient(provide) {
     const clock = yield* useClock();
+    const connections = new ConnectionBook(clock);
     const agent = new Agent({
       connections: options.connections ?? 10,
       pipelining: 1,
-      connect: holdingConnector(clock),
+      connect: connections.connector(),
       headersTimeout: 0,
       bodyTimeout: 0,
     });
     const request = (path: string, opts: RequestOptions = {}) =>
-      performRequest(planFor(base, agent, clock, path, opts, "response")) as Operation<HttpResponse>;
+      performRequest(
+        planFor(base, agent, connections, clock, path, opts, "response"),
+      ) as Operation<HttpResponse>;
     const verb =
       (method: string) =>
       (path: string, opts: Omit<RequestOptions, "method"> = {}) =>
@@ -135,6 +139,7 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
           planFor(
             base,
             agent,
+            connections,
             clock,
             path,
             { ...opts, method: "GET", expect: (s) => s >= 200 && s < 300 },
@@ -147,6 +152,7 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
     } finally {
       // Started synchronously, so the sockets close even if this cleanup can no longer suspend.
       const release = clock.hold?.("http client: closing the pool");
+      connections.destroyAll();
       const closed = agent.destroy().catch(() => {});
       if (release) closed.then(() => setImmediate(release));
       yield* until(closed);
@@ -199,6 +205,7 @@ export function checkTimeouts(where: string, t: HttpTimeouts | undefined): HttpT
 function planFor(
   base: ClientBase,
   agent: Dispatcher,
+  connections: ConnectionBook,
   clock: Clock,
   path: string,
   o: RequestOptions,
@@ -230,6 +237,7 @@ function planFor(
   const method = (o.method ?? "GET").toUpperCase();
   return {
     agent,
+    connections,
     clock,
     url,
     method,
@@ -242,24 +250,5 @@ function planFor(
     expect: o.expect === false ? () => true : (o.expect ?? ((s) => s < 400)),
     deadlineHeader: base.deadlineHeader,
     mode,
-  };
-}
-
-/**
- * undici's connector, holding a virtual clock while a connection is being made (key: the origin),
- * so autojump does not move time while the handshake is in flight on loopback.
- */
-function holdingConnector(clock: Clock): buildConnector.connector {
-  const connect = buildConnector({});
-  return (opts, callback) => {
-    const release = clock.hold?.(
-      `http connect ${opts.hostname}:${opts.port}`,
-      `${opts.hostname}:${opts.port}`,
-    );
-    return connect(opts, (err, socket) => {
-      if (release) setImmediate(release);
-      if (err) callback(err, null);
-      else callback(null, socket);
-    });
   };
 }

@@ -8,6 +8,7 @@
  */
 import type { Dispatcher } from "undici";
 import type { Clock } from "../kernel/clock.js";
+import type { ConnectionBook } from "./connections.js";
 
 /** Where the exchange is. */
 export type ExchangeStage = "connecting" | "waiting-headers" | "body" | "done" | "failed";
@@ -34,6 +35,7 @@ export interface ExchangeInit {
   readonly clock: Clock;
   /** The key the client's clock holds use (the origin as `host:port`). */
   readonly holdKey: string;
+  readonly connections: ConnectionBook;
 }
 
 export class Exchange {
@@ -51,8 +53,10 @@ export class Exchange {
   private abortFn: ((reason: Error) => void) | null = null;
   private abortedWith: Error | null = null;
   private resumeFn: (() => void) | null = null;
-  private paused = false;
+  paused = false;
   private releaseSendHold: (() => void) | null = null;
+  /** True from dispatch until the request reaches a socket, fails or is aborted. */
+  private waitingForSocket = false;
 
   constructor(private readonly init: ExchangeInit) {}
 
@@ -61,6 +65,7 @@ export class Exchange {
     const ex = this;
     const handler: Dispatcher.DispatchHandler = {
       onConnect(abort: (err?: Error) => void) {
+        ex.stopWaiting(false);
         ex.abortFn = abort as (reason: Error) => void;
         // Aborted while it waited for a connection: throwing here (rather than calling `abort`)
         // makes undici drop the request and keep the fresh socket for the next one in the queue.
@@ -81,7 +86,15 @@ export class Exchange {
         ex.resumeFn = resume;
         ex.stage = "body";
         ex.wake();
-        return true;
+        // The body stays on the socket until someone reads it: a body nobody reads is discarded
+        // with its socket when the owning scope ends, never pooled. An empty one completes now.
+        const empty =
+          method === "HEAD" ||
+          statusCode === 204 ||
+          statusCode === 304 ||
+          ex.headers["content-length"] === "0";
+        ex.paused = !empty;
+        return empty;
       },
       onData(chunk: Buffer) {
         ex.chunks.push(chunk);
@@ -99,6 +112,7 @@ export class Exchange {
         ex.wake();
       },
       onError(err: Error) {
+        ex.stopWaiting(false);
         ex.releaseHoldSoon();
         if (ex.stage === "done") return;
         ex.error = ex.abortedWith ?? err;
@@ -110,6 +124,8 @@ export class Exchange {
     // connection frees itself asynchronously): hold virtual time for those turns, so autojump does
     // not fire a timer meanwhile. A request still waiting after that is queued behind busy sockets,
     // whose servers hold time themselves while they work.
+    this.waitingForSocket = true;
+    this.init.connections.waitStart(holdKey);
     const releaseDispatchHold = clock.hold?.(`${method} ${path}: dispatching`, holdKey);
     if (releaseDispatchHold) afterTurns(DISPATCH_HOLD_TURNS, releaseDispatchHold);
     dispatcher.dispatch(
@@ -118,15 +134,25 @@ export class Exchange {
     );
   }
 
-  /** Takes buffered chunks, resuming the socket if it was paused for backpressure. */
+  /** Takes buffered chunks, resuming the socket if it was paused. */
   take(): Buffer[] {
     const out = this.chunks.splice(0);
     this.bufferedBytes = 0;
-    if (this.paused) {
-      this.paused = false;
-      this.resumeFn?.();
-    }
+    this.resumeReading();
     return out;
+  }
+
+  /** Lets the body flow from the socket (paused after the headers, and above the high water mark). */
+  resumeReading(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.resumeFn?.();
+  }
+
+  private stopWaiting(gaveUp: boolean): void {
+    if (!this.waitingForSocket) return;
+    this.waitingForSocket = false;
+    this.init.connections.waitEnd(this.init.holdKey, gaveUp);
   }
 
   /**
@@ -138,6 +164,7 @@ export class Exchange {
     this.abortedWith = reason;
     this.error = reason;
     this.stage = "failed";
+    this.stopWaiting(true);
     const release = this.init.clock.hold?.(
       `${this.init.method} ${this.init.path}: closing`,
       this.init.holdKey,

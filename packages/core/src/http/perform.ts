@@ -13,6 +13,7 @@ import { type AttemptInfo, type RetryPolicy, retry } from "../resilience/retry.j
 import { isTransient } from "../resilience/transient.js";
 import { timeoutScope } from "../time/timeout.js";
 import type { HttpTimeouts } from "./client.js";
+import { type ConnectionBook, originKey } from "./connections.js";
 import { HttpError, type HttpPhase, HttpTimeoutError } from "./errors.js";
 import { Exchange } from "./exchange.js";
 import { HttpResponseImpl } from "./response.js";
@@ -21,6 +22,7 @@ import { parseRetryAfter } from "./retry-after.js";
 /** Everything a request needs, validated when the request was made. */
 export interface RequestPlan {
   readonly agent: Dispatcher;
+  readonly connections: ConnectionBook;
   readonly clock: Clock;
   readonly url: URL;
   readonly method: string;
@@ -90,7 +92,8 @@ function* attempt(
     body: plan.body,
     reset: !plan.keepAlive,
     clock,
-    holdKey: url.host,
+    holdKey: originKey(url.hostname, url.port, url.protocol),
+    connections: plan.connections,
   });
   const startedAt = clock.now();
   task.emit({ type: "http:request", method, url: url.href });

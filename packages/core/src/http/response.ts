@@ -74,6 +74,7 @@ export class HttpResponseImpl implements HttpResponse {
         task.checkpoint();
         try {
           if (self.pending.length === 0 && self.ex.chunks.length === 0 && self.ex.stage === "body") {
+            self.ex.resumeReading();
             yield* self.bounded(self.waitForData());
           }
         } catch (e) {
@@ -135,7 +136,10 @@ export class HttpResponseImpl implements HttpResponse {
   private bounded(op: Operation<void>): Operation<void> {
     const { label, bodyIdleMs, totalDeadline, totalMs } = this.limits;
     let inner = op;
-    if (bodyIdleMs !== Infinity) {
+    // The idle limit is the longest gap *between* chunks (conformance 116(d)): the wait for the
+    // first chunk after the headers is bounded by the total budget and the deadline. Counting it
+    // too would make a first chunk due exactly at the limit lose, by the inclusive-deadline rule.
+    if (bodyIdleMs !== Infinity && this.ex.receivedBytes > 0) {
       inner = timeoutScope(inner, `${label} body idle`, (t) => t + bodyIdleMs, {
         make: (i) => new HttpTimeoutError({ ...i, timeoutMs: bodyIdleMs, phase: "body", label }),
       });

@@ -94,12 +94,17 @@ export abstract class CancellableTask {
     if (cur && !cur.outcome && cur.s.interruptible === "normal") enqueue(() => this.tryInterrupt(cur));
   }
 
-  /** Cancels, from outside, every unshielded child owned by `frame` or a frame nested in it. */
+  /**
+   * Cancels, from outside, every child owned by `frame` or a frame nested in it, except shields
+   * (they filter outside cancellation) and resources (they are torn down when their scope exits,
+   * after the body's own cleanup, which may still use them: semaphore permits, an HTTP pool).
+   */
   cancelRegionChildren(frame: Frame, reason: CancelReason): void {
     if (frame.closed) return;
     for (let f: Frame | null = this.top; f; f = f.parent) {
       if (f.children)
-        for (const child of [...f.children]) if (!child.shielded) child.cancelFromOutside(reason);
+        for (const child of [...f.children])
+          if (!child.shielded && !child.isResource) child.cancelFromOutside(reason);
       if (f === frame) break;
     }
   }

@@ -11,7 +11,8 @@ import { suspend } from "./suspend.js";
 /**
  * Creates a resource: `body` sets something up, hands it over with `yield* provide(value)`, and
  * tears it down in a `finally` when the caller's scope ends (async teardown allowed, under the
- * cleanup budget). The body runs as a child task of the caller's current scope, so the resource can
+ * cleanup budget). A cancellation of the caller's region does not tear it down early: the body's own
+ * `finally` blocks may still use it; it goes when the scope exits, after them. The body runs as a child task of the caller's current scope, so the resource can
  * never outlive the scope that asked for it, and an error in it fails that scope.
  *
  * @example
@@ -46,7 +47,7 @@ export function resource<T>(
           return yield* suspend();
         },
       });
-      const child = spawnInto(task.top, () => delegate(() => body(provide)), name);
+      const child = spawnInto(task.top, () => delegate(() => body(provide)), name, { resource: true });
       yield {
         kind: "suspend" as const,
         description: `resource ${name}: setting up`,

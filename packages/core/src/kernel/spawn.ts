@@ -14,7 +14,7 @@ export function spawnInto<T>(
   frame: Frame,
   op: Op<T>,
   name: string,
-  options: { shielded?: boolean; deadline?: number } = {},
+  options: { shielded?: boolean; resource?: boolean; deadline?: number } = {},
 ): TaskImpl<T> {
   const parent = frame.task;
   if (frame.closed || frame.bodySettled || parent.isSettled) {
@@ -32,6 +32,7 @@ export function spawnInto<T>(
     contexts: frame.contexts,
     deadline,
     shielded: options.shielded ?? false,
+    resource: options.resource ?? false,
   });
   frame.addChild(child);
   return child.start();

@@ -75,6 +75,8 @@ export interface TaskInit {
   readonly deadline: number;
   /** A shield's task: cancellation from outside its owner does not reach it. */
   readonly shielded?: boolean;
+  /** A resource's task: cancelled only when its owning scope exits, never with the region. */
+  readonly resource?: boolean;
 }
 
 export class TaskImpl<T> extends CancellableTask implements Task<T> {
@@ -84,6 +86,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   readonly owner: Frame | null;
   readonly runtime: Runtime;
   readonly shielded: boolean;
+  readonly isResource: boolean;
   readonly startedAt: number;
   private iterator: Iterator<unknown, T, unknown> | null = null;
   private bodyOutcome: Outcome<T> | null = null;
@@ -104,6 +107,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.owner = init.owner;
     this.runtime = init.runtime;
     this.shielded = init.shielded ?? false;
+    this.isResource = init.resource ?? false;
     const clock = init.contexts[CLOCK_KEY] as Clock;
     this.startedAt = clock.now();
     this.root = new Frame(this, null, "task", this.name, 0, init.deadline, this.startedAt, init.contexts);

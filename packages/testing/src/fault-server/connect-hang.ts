@@ -6,15 +6,16 @@
  * Node's `net.Server` accepts as fast as connections arrive, so the queue can only stay full if
  * nobody accepts: a child process listens with a backlog of 1 and blocks its own event loop in a
  * synchronous read of its stdin; the parent fills the queue with two connections (Linux queues
- * backlog + 1). Writing a byte to the child's stdin unblocks it: it accepts everything queued and
- * hands each socket to the parent over IPC, where the fault server serves it like its own (same
- * routes, holds and records); the hung connects complete at their next SYN retransmission (about
- * 1 s after they started). If the parent dies, the child reads EOF (or loses IPC) and exits.
+ * backlog + 1). Writing a byte to the child's stdin unblocks it: it closes its listener (the queued
+ * fillers are reset) and the parent listens on the same port, serving every later connection like
+ * its own (same routes, holds and records); a connect that hung completes at its next SYN
+ * retransmission (about 1 s after it started). If the parent dies, the child reads EOF (or loses
+ * IPC) and exits.
  * Stopping kills it.
  * @module
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { connect, type Socket } from "node:net";
+import { connect, createServer, type Server, type Socket } from "node:net";
 import { action, type Clock, type Operation } from "@keel/core";
 
 // Runs in the child (CommonJS, `node -e`). Prints its port, then blocks until a byte or EOF; once
@@ -32,6 +33,9 @@ server.listen({ host: "127.0.0.1", port: 0, backlog: 1 }, () => {
     catch (e) { if (e.code !== "EAGAIN") throw e; Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5); }
   }
   if (n === 0) process.exit(0);
+  // Released: give the port back, so the parent listens on it and serves every later connect itself.
+  server.close();
+  server.on("close", () => process.send("closed"));
   process.on("disconnect", () => process.exit(0));
 });
 `;
@@ -94,7 +98,24 @@ export function startConnectHang(
     stderr += d;
   });
   child.stdin!.on("error", () => {});
+  // On release the child closes its listener and the parent takes the port over, so no connection
+  // is ever handed between processes while a client waits (a gap no hold could see). Virtual time is
+  // held from the release until the parent listens, so no client connects in between.
+  let takeover: Server | null = null;
+  let takeoverHold: (() => void) | null = null;
+  let port = 0;
+  const endTakeoverHold = () => {
+    takeoverHold?.();
+    takeoverHold = null;
+  };
   child.on("message", (message: unknown, handle: unknown) => {
+    if (message === "closed") {
+      if (stopped) return endTakeoverHold();
+      takeover = createServer((socket) => (stopped ? socket.destroy() : serve(socket)));
+      takeover.on("error", () => endTakeoverHold());
+      takeover.listen({ host: "127.0.0.1", port }, endTakeoverHold);
+      return;
+    }
     if (message !== "connection" || !handle) return;
     const socket = handle as Socket;
     if (stopped || fillers.some((f) => f.localPort === socket.remotePort)) socket.destroy();
@@ -106,6 +127,9 @@ export function startConnectHang(
     released = true;
     endIdle?.();
     endIdle = null;
+    takeoverHold =
+      (clock as Clock & { hold?(d: string): () => void }).hold?.("connect hang: taking the port over") ??
+      null;
     child.stdin!.write("x");
   };
 
@@ -114,6 +138,8 @@ export function startConnectHang(
       stopped = true;
       endIdle?.();
       endIdle = null;
+      endTakeoverHold();
+      takeover?.close();
       for (const s of fillers) s.destroy();
       if (!exited) child.kill("SIGKILL");
     }
@@ -125,7 +151,7 @@ export function startConnectHang(
   }
 
   function* ready(): Operation<ConnectHang> {
-    const port = yield* action<number>((resolve, reject) => {
+    port = yield* action<number>((resolve, reject) => {
       let out = "";
       const onData = (d: string) => {
         out += d;

@@ -150,7 +150,7 @@ function* attempt(
     }
     if (plan.mode === "json") return yield* res.json();
     const response = res;
-    owner.cleanups.push(() => response.release());
+    owner.onExit(() => response.release());
     handedOver = true;
     return res;
   } catch (e) {

@@ -74,6 +74,8 @@ export abstract class CancellableTask {
   /** False once the generator has finished (the task may still wait for its children). */
   protected abstract get hasBody(): boolean;
   abstract emit(event: KeelEventInput): void;
+  /** True when events beyond warnings have a listener (so building them is worth it). */
+  protected abstract get listening(): boolean;
   protected abstract tryInterrupt(cur: Current): void;
   protected abstract abandon(): void;
 
@@ -88,7 +90,8 @@ export abstract class CancellableTask {
     const r: CancelRequest = { frame, reason, external, deliveredIn: null };
     this.requests.push(r);
     if (!external) frame.request = r;
-    this.emit({ type: "cancel:request", reason, owner: external ? "outside" : frame.info });
+    if (this.listening)
+      this.emit({ type: "cancel:request", reason, owner: external ? "outside" : frame.info });
     this.cancelRegionChildren(frame, reason);
     const cur = this.current;
     if (cur && !cur.outcome && cur.s.interruptible === "normal") enqueue(() => this.tryInterrupt(cur));

@@ -43,8 +43,8 @@ export class Frame implements ScopeInfo {
   closed = false;
   /** Resolves the scope-exit wait when the last child settles. */
   waiter: (() => void) | null = null;
-  /** Run once when the frame is popped or its task abandoned: timers, abort signals. */
-  readonly cleanups: Array<() => void> = [];
+  /** Run once when the frame is popped or its task abandoned: timers, abort signals (lazy). */
+  private cleanupList: Array<() => void> | null = null;
   policy: ChildPolicy | null = null;
 
   constructor(
@@ -81,8 +81,15 @@ export class Frame implements ScopeInfo {
     return this.errors.length === 1;
   }
 
+  /** Registers `fn` to run when the frame is popped (or its task abandoned). */
+  onExit(fn: () => void): void {
+    (this.cleanupList ??= []).push(fn);
+  }
+
   runCleanups(): void {
-    const list = this.cleanups.splice(0);
+    const list = this.cleanupList;
+    if (!list) return;
+    this.cleanupList = null;
     for (const fn of list) fn();
   }
 

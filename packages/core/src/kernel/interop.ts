@@ -148,7 +148,7 @@ export function useAbortSignal(): Operation<AbortSignal> {
     *[Symbol.iterator]() {
       const task = yield* currentTask("useAbortSignal()");
       const controller = new AbortController();
-      task.top.cleanups.push(() => controller.abort(abortReason()));
+      task.top.onExit(() => controller.abort(abortReason()));
       return controller.signal;
     },
   };

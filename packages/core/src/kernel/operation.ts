@@ -88,11 +88,28 @@ export function nameOf(op: Op<unknown>, fallback: string): string {
   return n && n.length > 0 ? n : fallback;
 }
 
-/** Wraps a suspension as an operation that yields it once and returns its value. */
+/**
+ * Wraps a suspension as an operation that yields it once and returns its value. A hand-written
+ * iterator rather than a generator: this is the innermost frame of every wait, so it is hot.
+ */
 export function suspension<T>(s: Suspension<T>): Operation<T> {
-  return {
-    *[Symbol.iterator]() {
-      return (yield s) as T;
-    },
-  };
+  return { [Symbol.iterator]: () => new YieldOnce<T>(s) };
+}
+
+class YieldOnce<T> implements Iterator<unknown, T, unknown> {
+  private done = false;
+  constructor(private readonly s: Suspension<T>) {}
+  next(value?: unknown): IteratorResult<unknown, T> {
+    if (this.done) return { done: true, value: value as T };
+    this.done = true;
+    return { done: false, value: this.s };
+  }
+  throw(error?: unknown): IteratorResult<unknown, T> {
+    this.done = true;
+    throw error;
+  }
+  return(value?: unknown): IteratorResult<unknown, T> {
+    this.done = true;
+    return { done: true, value: value as T };
+  }
 }

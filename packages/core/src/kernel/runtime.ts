@@ -9,6 +9,8 @@ import { warningEvents } from "../observe/events.js";
 /** Where a task tree's events go. */
 export interface Runtime {
   emit(event: KeelEvent): void;
+  /** True when someone receives every event; otherwise only warnings are worth building. */
+  readonly listening: boolean;
 }
 
 /**
@@ -17,6 +19,7 @@ export interface Runtime {
  */
 export function createRuntime(onEvent?: (event: KeelEvent) => void): Runtime {
   return {
+    listening: onEvent !== undefined,
     emit(event) {
       if (onEvent) {
         try {

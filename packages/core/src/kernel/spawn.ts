@@ -3,10 +3,10 @@
  * @module
  */
 import { KeelError } from "../errors.js";
-import { currentTask, delegate } from "./current.js";
+import { currentTask, delegate, taskOf } from "./current.js";
 import type { Frame } from "./frame.js";
 import { exitFrame } from "./frame-exit.js";
-import { checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
+import { CURRENT_TASK, checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
 import { type Task, TaskImpl } from "./task.js";
 
 /** Starts `op` as a child task owned by `frame`; throws `KEEL_SCOPE_CLOSED` if the frame has ended. */
@@ -63,13 +63,32 @@ export function spawnInto<T>(
  */
 export function spawn<T>(op: Op<T>, options?: { name?: string }): Operation<Task<T>> {
   checkOp("spawn(op)", op);
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask("spawn(op)");
-      task.checkpoint();
-      return spawnInto(task.top, op, options?.name ?? nameOf(op, "task"));
-    },
-  };
+  const name = options?.name;
+  return { [Symbol.iterator]: () => new SpawnIterator(op, name) };
+}
+
+/** `yield* spawn(op)` without a generator: asks for the task, then starts the child (hot path). */
+class SpawnIterator<T> implements Iterator<unknown, Task<T>, unknown> {
+  private asked = false;
+  constructor(
+    private readonly op: Op<T>,
+    private readonly name: string | undefined,
+  ) {}
+  next(answer?: unknown): IteratorResult<unknown, Task<T>> {
+    if (!this.asked) {
+      this.asked = true;
+      return { done: false, value: CURRENT_TASK };
+    }
+    const task = taskOf(answer, "spawn(op)");
+    task.checkpoint();
+    return { done: true, value: spawnInto(task.top, this.op, this.name ?? nameOf(this.op, "task")) };
+  }
+  throw(error?: unknown): IteratorResult<unknown, Task<T>> {
+    throw error;
+  }
+  return(value?: unknown): IteratorResult<unknown, Task<T>> {
+    return { done: true, value: value as Task<T> };
+  }
 }
 
 /**

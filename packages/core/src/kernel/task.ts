@@ -8,8 +8,8 @@
  * each belongs to the frame that made it, or to the task's root frame when it came from outside.
  * @module
  */
-import { appendSuppressed, TaskCancelledError } from "../errors.js";
-import type { KeelEvent, KeelEventInput } from "../observe/events.js";
+import { appendSuppressed, KeelError, TaskCancelledError } from "../errors.js";
+import { type KeelEvent, type KeelEventInput, warningEvents } from "../observe/events.js";
 import {
   BUDGET_KEY,
   CancellableTask,
@@ -112,7 +112,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.startedAt = clock.now();
     this.root = new Frame(this, null, "task", this.name, 0, init.deadline, this.startedAt, init.contexts);
     this.top = this.root;
-    this.emit({ type: "task:start", name: this.name, parentId: this.parent?.id ?? null });
+    // Task starts and settles are the hot path: build their events only for a listener.
+    if (this.runtime.listening)
+      this.emit({ type: "task:start", name: this.name, parentId: this.parent?.id ?? null });
   }
 
   // ---- public surface -------------------------------------------------------------------------
@@ -140,6 +142,10 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     return c ? { description: c.s.description, since: c.since } : null;
   }
 
+  protected get listening(): boolean {
+    return this.runtime.listening;
+  }
+
   protected get hasBody(): boolean {
     return this.iterator !== null;
   }
@@ -165,10 +171,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   [Symbol.iterator](): Iterator<unknown, T, unknown> {
-    const task = this;
-    return (function* join() {
-      return (yield task.joinSuspension()) as T;
-    })();
+    return new JoinIterator(this);
   }
 
   // biome-ignore lint/suspicious/noThenProperty: a task is awaitable by design.
@@ -213,7 +216,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   /** Runs the generator until it suspends or finishes. */
   private advance(input: Outcome<unknown>): void {
-    let o = input;
+    // `ok`/`value` instead of an Outcome per step: this loop runs for every instruction.
+    let ok = input.ok;
+    let value = input.ok ? input.value : input.error;
     for (;;) {
       if (this.abandonPending) {
         this.abandon();
@@ -223,9 +228,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       if (!it) return;
       let r: IteratorResult<unknown, T>;
       try {
-        if (o.ok) r = it.next(o.value);
-        else if (it.throw) r = it.throw(o.error);
-        else throw o.error;
+        if (ok) r = it.next(value);
+        else if (it.throw) r = it.throw(value);
+        else throw value;
       } catch (error) {
         this.bodySettled({ ok: false, error });
         return;
@@ -236,20 +241,23 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       }
       const instruction = r.value;
       if (instruction === CURRENT_TASK) {
-        o = { ok: true, value: this };
+        ok = true;
+        value = this;
         continue;
       }
       if (isSuspension(instruction)) {
         const c = this.takeDelivery(instruction.interruptible);
         if (c) {
           this.lastRefused = instruction.description;
-          o = { ok: false, error: c };
+          ok = false;
+          value = c;
           continue;
         }
         this.suspend(instruction);
         return;
       }
-      o = { ok: false, error: notAnInstruction(instruction) };
+      ok = false;
+      value = notAnInstruction(instruction);
     }
   }
 
@@ -372,12 +380,14 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.requests.length = 0;
     this.current = null;
     this.iterator = null;
-    this.emit({
-      type: "task:settle",
-      state: final.state,
-      ...(final.state === "failed" ? { error: final.error } : {}),
-      ...(final.state === "cancelled" ? { reason: final.reason } : {}),
-    });
+    if (this.runtime.listening) {
+      this.emit({
+        type: "task:settle",
+        state: final.state,
+        ...(final.state === "failed" ? { error: final.error } : {}),
+        ...(final.state === "cancelled" ? { reason: final.reason } : {}),
+      });
+    }
     if (this.owner) childSettled(this.owner, this);
     const callbacks = this.settledCallbacks;
     this.settledCallbacks = null;
@@ -445,7 +455,8 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     return { ok: false, error: new TaskCancelledError(this.path, f.reason) };
   }
 
-  private joinSuspension(): Suspension<T> {
+  /** @internal */
+  joinSuspension(): Suspension<T> {
     return {
       kind: "suspend",
       description: `join ${this.name}#${this.id}`,
@@ -475,6 +486,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   emit(event: KeelEventInput): void {
+    if (!this.runtime.listening && !warningEvents.has(event.type)) return;
     this.runtime.emit({ ...event, at: this.clock.now(), taskId: this.id, path: this.path } as KeelEvent);
   }
 
@@ -526,4 +538,39 @@ function isSuspension(v: unknown): v is Suspension {
     (v as Suspension).kind === "suspend" &&
     typeof (v as Suspension).enter === "function"
   );
+}
+
+/**
+ * `yield* task`. A task that has already settled is joined without suspending (only a cancellation
+ * due for the joiner is delivered first); otherwise the joiner waits at a suspension point. Written
+ * as an iterator, not a generator: joining is on every fan-in's hot path.
+ */
+class JoinIterator<T> implements Iterator<unknown, T, unknown> {
+  private step: 0 | 1 | 2 = 0;
+  constructor(private readonly task: TaskImpl<T>) {}
+  next(answer?: unknown): IteratorResult<unknown, T> {
+    if (this.step === 0) {
+      if (this.task.isSettled) {
+        this.step = 1;
+        return { done: false, value: CURRENT_TASK };
+      }
+      this.step = 2;
+      return { done: false, value: this.task.joinSuspension() };
+    }
+    if (this.step === 1) {
+      if (!(answer instanceof TaskImpl))
+        throw new KeelError("KEEL_NO_TASK", "yield* task: must run inside a Keel task");
+      answer.checkpoint();
+      const o = this.task.joinOutcome();
+      if (!o.ok) throw o.error;
+      return { done: true, value: o.value };
+    }
+    return { done: true, value: answer as T };
+  }
+  throw(error?: unknown): IteratorResult<unknown, T> {
+    throw error;
+  }
+  return(value?: unknown): IteratorResult<unknown, T> {
+    return { done: true, value: value as T };
+  }
 }

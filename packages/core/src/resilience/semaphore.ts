@@ -122,7 +122,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
         }
       }
       const permit = makePermit();
-      task.top.cleanups.push(() => permit.release());
+      task.top.onExit(() => permit.release());
       return permit;
     },
   });

@@ -4,8 +4,8 @@
  */
 import { checkDurationMs } from "../errors.js";
 import type { Clock } from "../kernel/clock.js";
-import { currentTask } from "../kernel/current.js";
-import type { Operation } from "../kernel/operation.js";
+import { taskOf } from "../kernel/current.js";
+import { CURRENT_TASK, type Operation } from "../kernel/operation.js";
 import { CLOCK_KEY } from "../kernel/task.js";
 
 /**
@@ -25,7 +25,7 @@ export function sleep(ms: number): Operation<void> {
   checkDurationMs("sleep(ms)", ms);
   return {
     *[Symbol.iterator]() {
-      const task = yield* currentTask("sleep(ms)");
+      const task = taskOf(yield CURRENT_TASK, "sleep(ms)");
       const clock = task.top.contexts[CLOCK_KEY] as Clock;
       const at = clock.now() + ms;
       yield {

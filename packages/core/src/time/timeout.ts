@@ -111,7 +111,7 @@ export function timeoutScope<T>(
             false,
           );
         });
-        frame.cleanups.push(() => disarm?.());
+        frame.onExit(() => disarm?.());
       }
       let outcome: Outcome<T>;
       try {

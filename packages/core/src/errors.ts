@@ -44,6 +44,10 @@ export const errorCodes = {
     retryable: true,
   },
   KEEL_HTTP_TOTAL_TIMEOUT: { raisedBy: "an HTTP call not complete within timeouts.totalMs", retryable: true },
+  KEEL_CLIENT_CLOSED: {
+    raisedBy: "an HTTP client used after the scope that created it ended",
+    retryable: false,
+  },
   KEEL_BODY_RELEASED: {
     raisedBy: "reading a response body after the scope that made the request ended",
     retryable: false,

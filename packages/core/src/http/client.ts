@@ -4,7 +4,7 @@
  * @module
  */
 import { Agent, type Dispatcher } from "undici";
-import { checkDurationMs, invalidRange, invalidType } from "../errors.js";
+import { checkDurationMs, invalidRange, invalidType, KeelError } from "../errors.js";
 import type { Clock } from "../kernel/clock.js";
 import { until } from "../kernel/interop.js";
 import type { Operation } from "../kernel/operation.js";
@@ -119,6 +119,11 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       headersTimeout: 0,
       bodyTimeout: 0,
     });
+    let closed = false;
+    const open = () => {
+      if (closed)
+        throw new KeelError("KEEL_CLIENT_CLOSED", "http client: used after the scope that created it ended");
+    };
     const request = (path: string, opts: RequestOptions = {}) =>
       performRequest(
         planFor(base, agent, connections, clock, path, opts, "response"),
@@ -135,6 +140,7 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       patch: verb("PATCH"),
       delete: verb("DELETE"),
       getJson: <T>(path: string, opts: Omit<RequestOptions, "method" | "expect"> = {}) =>
+        (open(),
         performRequest(
           planFor(
             base,
@@ -145,17 +151,18 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
             { ...opts, method: "GET", expect: (s) => s >= 200 && s < 300 },
             "json",
           ),
-        ) as Operation<T>,
+        )) as Operation<T>,
     };
     try {
       yield* provide(client);
     } finally {
+      closed = true;
       // Started synchronously, so the sockets close even if this cleanup can no longer suspend.
       const release = clock.hold?.("http client: closing the pool");
       connections.destroyAll();
-      const closed = agent.destroy().catch(() => {});
-      if (release) closed.then(() => setImmediate(release));
-      yield* until(closed);
+      const destroyed = agent.destroy().catch(() => {});
+      if (release) destroyed.then(() => setImmediate(release));
+      yield* until(destroyed);
     }
   });
 }
@@ -227,7 +234,11 @@ function planFor(
   if (o.body !== undefined && o.json !== undefined)
     throw invalidType("request(path, { body, json })", "either body or json, not both", "both");
   const timeouts = { ...base.timeouts, ...checkTimeouts("request(path, { timeouts })", o.timeouts) };
-  const headers: Record<string, string> = { ...base.headers, ...(o.headers ?? {}) };
+  // Header names are case-insensitive: merge them lowercased, so a request's `x-a` replaces the
+  // client's `X-A` instead of sending both.
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(base.headers)) headers[k.toLowerCase()] = v;
+  for (const [k, v] of Object.entries(o.headers ?? {})) headers[k.toLowerCase()] = v;
   let body: string | Uint8Array | null = o.body ?? null;
   if (o.json !== undefined) {
     body = JSON.stringify(o.json);

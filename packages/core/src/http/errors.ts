@@ -82,6 +82,8 @@ export class HttpError extends KeelError {
     headers: Record<string, string | string[]>;
     bodyExcerpt: string;
     retryAfterMs?: number;
+    /** Overrides what the status says (a POST that reached the server is never retryable). */
+    retryable?: boolean | undefined;
   }) {
     super("KEEL_HTTP_STATUS", `${init.method} ${init.url}: unexpected status ${init.status}`);
     this.name = "HttpError";
@@ -91,7 +93,7 @@ export class HttpError extends KeelError {
     this.retryAfterMs = init.retryAfterMs;
     this.method = init.method;
     this.url = init.url;
-    this.retryable = retryableStatuses.has(init.status);
+    this.retryable = init.retryable ?? retryableStatuses.has(init.status);
   }
 }
 

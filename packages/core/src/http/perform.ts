@@ -61,7 +61,8 @@ export function performRequest(plan: RequestPlan): Operation<unknown> {
         const retryOn = (error: unknown, info: AttemptInfo) =>
           (policy.retryOn ?? isTransient)(error, info) && (plan.idempotent || neverSent.has(error as object));
         const attemptOp = op;
-        op = retry(() => attemptOp, { attempts: 3, ...policy, retryOn });
+        const namedAttempt = Object.defineProperty(() => attemptOp, "name", { value: label });
+        op = retry(namedAttempt, { attempts: 3, ...policy, retryOn });
       }
       if (totalDeadline !== Infinity)
         op = phase(task, plan, "total", totalMs, label, op, () => totalDeadline);
@@ -95,6 +96,11 @@ function* attempt(
     holdKey: originKey(url.hostname, url.port, url.protocol),
     connections: plan.connections,
   });
+  if (task.effectiveDeadline() <= clock.now()) {
+    // Spent, but its timer has not fired yet (blocking work ran past it): wait here for it, so the
+    // cancellation lands before any socket is opened.
+    yield* sleepUntil(task, task.effectiveDeadline(), `${label}: deadline spent`);
+  }
   const startedAt = clock.now();
   task.emit({ type: "http:request", method, url: url.href });
   let res: HttpResponseImpl | null = null;
@@ -136,6 +142,14 @@ function* attempt(
       totalDeadline,
       totalMs: timeouts.totalMs,
     });
+    if (
+      plan.mode === "json" &&
+      (ex.status === 204 || ex.headers["content-length"] === "0") &&
+      plan.expect(ex.status)
+    ) {
+      yield* res.bytes();
+      return undefined;
+    }
     if (!plan.expect(ex.status)) {
       const bodyExcerpt = yield* res.excerpt(EXCERPT_BYTES);
       const retryAfterMs = parseRetryAfter(ex.headers["retry-after"], clock.now());
@@ -146,11 +160,13 @@ function* attempt(
         headers: ex.headers,
         bodyExcerpt,
         ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+        // A POST that reached the server is not safe to send again, whatever its status says.
+        retryable: plan.idempotent ? undefined : false,
       });
     }
     if (plan.mode === "json") return yield* res.json();
     const response = res;
-    owner.onExit(() => response.release());
+    response.onConsumed(owner.onExit(() => response.release()));
     handedOver = true;
     return res;
   } catch (e) {
@@ -216,6 +232,19 @@ function waitFor(ex: Exchange, ready: () => boolean, description: string): Opera
             ex.waiter = null;
           };
         },
+      } satisfies Suspension<void>;
+    },
+  };
+}
+
+function sleepUntil(task: TaskImpl<unknown>, at: number, description: string): Operation<void> {
+  return {
+    *[Symbol.iterator]() {
+      yield {
+        kind: "suspend",
+        description,
+        interruptible: "normal",
+        enter: (resolve) => task.clock.schedule(at, () => resolve({ ok: true, value: undefined })),
       } satisfies Suspension<void>;
     },
   };

@@ -34,6 +34,7 @@ export interface BodyLimits {
 export class HttpResponseImpl implements HttpResponse {
   private released = false;
   private endReported = false;
+  private offExit: (() => void) | null = null;
   private pending: Buffer[] = [];
 
   constructor(
@@ -61,7 +62,14 @@ export class HttpResponseImpl implements HttpResponse {
   release(): void {
     if (this.released) return;
     this.released = true;
+    this.offExit?.();
+    this.offExit = null;
     if (!this.consumed) this.ex.abort(new BodyReleasedError(this.limits.label));
+  }
+
+  /** `off` unregisters this body's scope-exit cleanup; called once the body has been read whole. */
+  onConsumed(off: () => void): void {
+    this.offExit = off;
   }
 
   /** The next chunk, or null at the end; any failure or cancellation discards the body. */
@@ -79,6 +87,10 @@ export class HttpResponseImpl implements HttpResponse {
           }
         } catch (e) {
           self.release();
+          if (e instanceof HttpTimeoutError && e.label === self.limits.label) {
+            const { method, url } = self.limits;
+            task.emit({ type: "http:timeout", method, url, phase: e.phase, timeoutMs: e.timeoutMs });
+          }
           throw e;
         }
         if (self.pending.length === 0) self.pending = self.ex.take();
@@ -90,6 +102,9 @@ export class HttpResponseImpl implements HttpResponse {
         }
         if (!self.endReported) {
           self.endReported = true;
+          // Read whole: the socket is back in the pool and the scope no longer needs a cleanup.
+          self.offExit?.();
+          self.offExit = null;
           const { method, url, startedAt } = self.limits;
           task.emit({
             type: "http:body",
@@ -134,7 +149,7 @@ export class HttpResponseImpl implements HttpResponse {
   }
 
   private bounded(op: Operation<void>): Operation<void> {
-    const { label, bodyIdleMs, totalDeadline, totalMs } = this.limits;
+    const { label, bodyIdleMs, totalDeadline, totalMs, startedAt } = this.limits;
     let inner = op;
     // The idle limit is the longest gap *between* chunks (conformance 116(d)): the wait for the
     // first chunk after the headers is bounded by the total budget and the deadline. Counting it
@@ -146,7 +161,14 @@ export class HttpResponseImpl implements HttpResponse {
     }
     if (totalDeadline !== Infinity) {
       inner = timeoutScope(inner, `${label} total`, () => totalDeadline, {
-        make: (i) => new HttpTimeoutError({ ...i, timeoutMs: totalMs, phase: "total", label }),
+        make: (i) =>
+          new HttpTimeoutError({
+            ...i,
+            elapsedMs: i.deadline - startedAt,
+            timeoutMs: totalMs,
+            phase: "total",
+            label,
+          }),
       });
     }
     return inner;

@@ -39,7 +39,8 @@ export interface Unwinding {
   readonly at: number;
   readonly budgetMs: number;
   readonly cleanupDeadline: number;
-  readonly delivered: Set<CancelRequest>;
+  /** Invariant: the number of counted requests whose `deliveredIn` is this unwinding. */
+  carried: number;
   /** Set when the budget ran out: every suspension point then throws `hardCancelled` at once. */
   hardCancelled: Cancelled | null;
   /** The budget ran out while the task waited for its children: cut when that wait ends. */
@@ -158,7 +159,7 @@ export abstract class CancellableTask {
       at: now,
       budgetMs,
       cleanupDeadline: Math.min(now + budgetMs, last ? last.cleanupDeadline : Infinity),
-      delivered: new Set(),
+      carried: 0,
       hardCancelled: null,
       cutDeferred: false,
       cancelTimer: null,
@@ -166,7 +167,7 @@ export abstract class CancellableTask {
     for (const r of this.requests) {
       if (deliverable(r)) {
         r.deliveredIn = u;
-        u.delivered.add(r);
+        u.carried++;
       }
     }
     this.unwinding.push(u);
@@ -204,7 +205,7 @@ export abstract class CancellableTask {
     if (i >= 0) this.requests.splice(i, 1);
     if (r.frame.request === r) r.frame.request = null;
     const u = r.deliveredIn;
-    if (u?.delivered.delete(r) && u.delivered.size === 0) this.endUnwinding(u);
+    if (u && i >= 0 && --u.carried === 0) this.endUnwinding(u);
   }
 
   protected endUnwinding(u: Unwinding): void {
@@ -225,7 +226,7 @@ export abstract class CancellableTask {
     for (const r of this.requests) {
       if (!r.deliveredIn && r.frame !== frame && r.frame.encloses(frame)) {
         r.deliveredIn = u;
-        u.delivered.add(r);
+        u.carried++;
       }
     }
   }

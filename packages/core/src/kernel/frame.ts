@@ -44,7 +44,7 @@ export class Frame implements ScopeInfo {
   /** Resolves the scope-exit wait when the last child settles. */
   waiter: (() => void) | null = null;
   /** Run once when the frame is popped or its task abandoned: timers, abort signals (lazy). */
-  private cleanupList: Array<() => void> | null = null;
+  private cleanupList: Set<() => void> | null = null;
   policy: ChildPolicy | null = null;
 
   constructor(
@@ -81,9 +81,17 @@ export class Frame implements ScopeInfo {
     return this.errors.length === 1;
   }
 
-  /** Registers `fn` to run when the frame is popped (or its task abandoned). */
-  onExit(fn: () => void): void {
-    (this.cleanupList ??= []).push(fn);
+  /**
+   * Registers `fn` to run when the frame is popped (or its task abandoned); returns its removal, for
+   * a resource given back earlier (a released permit, a fully read body), so long-lived scopes do
+   * not collect one closure per use.
+   */
+  onExit(fn: () => void): () => void {
+    const list = (this.cleanupList ??= new Set());
+    list.add(fn);
+    return () => {
+      list.delete(fn);
+    };
   }
 
   runCleanups(): void {

@@ -122,8 +122,13 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
         }
       }
       const permit = makePermit();
-      task.top.onExit(() => permit.release());
-      return permit;
+      const off = task.top.onExit(() => permit.release());
+      return {
+        release() {
+          off();
+          permit.release();
+        },
+      };
     },
   });
 

@@ -55,14 +55,18 @@ export interface Current {
   outcome: Outcome<unknown> | null;
 }
 
+const NO_REQUESTS: CancelRequest[] = Object.freeze([]) as unknown as CancelRequest[];
+const NO_UNWINDINGS: Unwinding[] = Object.freeze([]) as unknown as Unwinding[];
+
 export abstract class CancellableTask {
   /** The task's own frame; set by the subclass's constructor. */
   root!: Frame;
   /** Invariant: the innermost frame; its parent chain ends at `root`. */
   top!: Frame;
   /** Invariant: every request here belongs to a frame on the stack (or is external). */
-  readonly requests: CancelRequest[] = [];
-  readonly unwinding: Unwinding[] = [];
+  /** Empty shared arrays until the first request: most tasks are never cancelled, so they never pay for them. */
+  requests: CancelRequest[] = NO_REQUESTS;
+  unwinding: Unwinding[] = NO_UNWINDINGS;
   /** The suspension the task waits at, or null while it runs or waits for its children. */
   protected current: Current | null = null;
   /** True once any `Cancelled` was delivered (a normal return is then a swallow). */
@@ -89,6 +93,7 @@ export abstract class CancellableTask {
   request(frame: Frame, reason: CancelReason, external: boolean): void {
     if (this.isSettled || this.abandonPending) return;
     const r: CancelRequest = { frame, reason, external, deliveredIn: null };
+    if (this.requests === NO_REQUESTS) this.requests = [];
     this.requests.push(r);
     if (!external) frame.request = r;
     if (this.listening)
@@ -170,6 +175,7 @@ export abstract class CancellableTask {
         u.carried++;
       }
     }
+    if (this.unwinding === NO_UNWINDINGS) this.unwinding = [];
     this.unwinding.push(u);
     this.delivered = true;
     if (budgetMs !== Infinity) u.cancelTimer = this.clock.schedule(now + budgetMs, () => this.cut(u));
@@ -206,6 +212,13 @@ export abstract class CancellableTask {
     if (r.frame.request === r) r.frame.request = null;
     const u = r.deliveredIn;
     if (u && i >= 0 && --u.carried === 0) this.endUnwinding(u);
+  }
+
+  /** Forgets every request and unwinding (the task has settled or been abandoned). */
+  protected clearCancellation(): void {
+    for (const u of this.unwinding) u.cancelTimer?.();
+    this.unwinding = NO_UNWINDINGS;
+    this.requests = NO_REQUESTS;
   }
 
   protected endUnwinding(u: Unwinding): void {

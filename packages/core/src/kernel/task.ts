@@ -375,9 +375,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   private settle(final: Final): void {
     this.final = final;
-    for (const u of this.unwinding) u.cancelTimer?.();
-    this.unwinding.length = 0;
-    this.requests.length = 0;
+    this.clearCancellation();
     this.current = null;
     this.iterator = null;
     if (this.runtime.listening) {
@@ -417,7 +415,12 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       at: this.clock.now(),
       message: "abandoned after swallowing its cancellation",
     };
-    this.requests.length = 0;
+    // Still cancelling while its children finish, but no timer of its own may fire again.
+    for (const u of this.unwinding) {
+      u.cancelTimer?.();
+      u.cancelTimer = null;
+    }
+    this.requests = [];
     let pending = live.length;
     const done = () => {
       if (--pending <= 0) this.settle({ state: "cancelled", reason });

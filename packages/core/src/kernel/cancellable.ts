@@ -135,7 +135,7 @@ export abstract class CancellableTask {
    * Picks the outermost deliverable request, so the reason seen is the claim that will win.
    */
   takeDelivery(level: Interruptible): Cancelled | null {
-    if (level === "never") return null;
+    if (level === "never" || (this.requests.length === 0 && this.unwinding.length === 0)) return null;
     // A cut deferred while the task waited for its children applies at its first step of its own.
     for (const u of this.unwinding) if (u.cutDeferred && this.hasBody) this.cut(u);
     for (const u of this.unwinding) {

@@ -93,7 +93,14 @@ export function nameOf(op: Op<unknown>, fallback: string): string {
  * iterator rather than a generator: this is the innermost frame of every wait, so it is hot.
  */
 export function suspension<T>(s: Suspension<T>): Operation<T> {
-  return { [Symbol.iterator]: () => new YieldOnce<T>(s) };
+  return new SuspensionOperation(s);
+}
+
+class SuspensionOperation<T> implements Operation<T> {
+  constructor(private readonly s: Suspension<T>) {}
+  [Symbol.iterator](): Iterator<unknown, T, unknown> {
+    return new YieldOnce<T>(this.s);
+  }
 }
 
 class YieldOnce<T> implements Iterator<unknown, T, unknown> {

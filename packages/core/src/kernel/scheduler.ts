@@ -7,6 +7,9 @@
  * @module
  */
 
+// `Promise.prototype.then` on a settled promise, not `queueMicrotask`: in Node the latter wraps
+// every call in an async resource, and a drain starts after every promise or timer resumption.
+const resolved = Promise.resolve();
 const queue: Array<() => void> = [];
 let head = 0;
 let draining = false;
@@ -17,7 +20,7 @@ export function enqueue(fn: () => void): void {
   queue.push(fn);
   if (!draining && !scheduled) {
     scheduled = true;
-    queueMicrotask(drain);
+    resolved.then(drain);
   }
 }
 

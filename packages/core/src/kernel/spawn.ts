@@ -63,8 +63,17 @@ export function spawnInto<T>(
  */
 export function spawn<T>(op: Op<T>, options?: { name?: string }): Operation<Task<T>> {
   checkOp("spawn(op)", op);
-  const name = options?.name;
-  return { [Symbol.iterator]: () => new SpawnIterator(op, name) };
+  return new SpawnOperation(op, options?.name);
+}
+
+class SpawnOperation<T> implements Operation<Task<T>> {
+  constructor(
+    private readonly op: Op<T>,
+    private readonly name: string | undefined,
+  ) {}
+  [Symbol.iterator](): Iterator<unknown, Task<T>, unknown> {
+    return new SpawnIterator(this.op, this.name);
+  }
 }
 
 /** `yield* spawn(op)` without a generator: asks for the task, then starts the child (hot path). */

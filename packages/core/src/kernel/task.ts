@@ -460,9 +460,12 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   /** @internal */
   joinSuspension(): Suspension<T> {
+    const task = this;
     return {
       kind: "suspend",
-      description: `join ${this.name}#${this.id}`,
+      get description() {
+        return `join ${task.name}#${task.id}`;
+      },
       interruptible: "normal",
       enter: (resolve) => this.onSettled(() => resolve(this.joinOutcome())),
     };

@@ -1,0 +1,63 @@
+/**
+ * effection 4.1: `run`, `spawn`, `suspend`, `action`, `until`; halting with `task.halt()`.
+ * @module
+ */
+import { action, run, spawn, suspend, type Task, until } from "effection";
+import type { Counters, Peer, Suspended } from "../peer.js";
+
+// The children's bodies are made once, so that every sample measures the runtime, not closure creation.
+function* child() {
+  return 1;
+}
+
+function sleeperOf(counters: Counters) {
+  return function* sleeper() {
+    counters.started++;
+    try {
+      yield* suspend();
+    } finally {
+      counters.finalized++;
+    }
+  };
+}
+
+export const peer: Peer = {
+  async spawnJoin(n) {
+    await run(function* parent() {
+      const tasks: Task<number>[] = [];
+      for (let i = 0; i < n; i++) tasks.push(yield* spawn(child));
+      for (const task of tasks) yield* task;
+    });
+  },
+
+  async microtasks(n) {
+    await run(function* microtasks() {
+      for (let i = 0; i < n; i++) yield* until(Promise.resolve(i));
+    });
+  },
+
+  async macrotasks(n) {
+    await run(function* macrotasks() {
+      for (let i = 0; i < n; i++) {
+        yield* action<void>((resolve) => {
+          const immediate = setImmediate(resolve);
+          return () => clearImmediate(immediate);
+        });
+      }
+    });
+  },
+
+  suspendMany(n: number, counters: Counters): Suspended {
+    const sleeper = sleeperOf(counters);
+    const root = run(function* parent() {
+      for (let i = 0; i < n; i++) yield* spawn(sleeper);
+      yield* suspend();
+    });
+    root.catch(() => {});
+    return {
+      async cancelAll() {
+        await root.halt();
+      },
+    };
+  },
+};

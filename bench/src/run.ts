@@ -1,0 +1,286 @@
+/**
+ * The kernel benchmark: every scenario for every peer, each pair in its own child process, medians
+ * printed as one table and written to `bench/results.md`.
+ *
+ * Usage: `npm run bench [-- --peers=keel,effect] [--scenarios=cancel,heap] [--reps=5]`. A filtered run
+ * prints its table but leaves `results.md` alone.
+ * @module
+ */
+import { spawnSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import os from "node:os";
+import { fileURLToPath } from "node:url";
+import { type PeerId, peerIds } from "./peer.js";
+import { type Scenario, type ScenarioId, scenarios } from "./scenarios.js";
+
+const benchDir = fileURLToPath(new URL("..", import.meta.url));
+const childScript = fileURLToPath(new URL("./child.ts", import.meta.url));
+
+const peerNames: Record<PeerId, string> = {
+  keel: "Keel",
+  effection: "effection 4.1.1",
+  effect: "effect 4.1.0",
+  async: "async/await + AbortSignal",
+};
+
+interface Plan {
+  readonly reps: number;
+  readonly warmup: number;
+  /** Tasks per sample, when not the scenario's own `n`. */
+  readonly n?: number;
+  /** Why this pair runs fewer samples than the others, if it does. */
+  readonly cap?: string;
+}
+
+const DEFAULT_REPS = 5;
+
+/**
+ * Caps that keep the whole run under three minutes. effection needs ~13 s for one spawn+join sample
+ * and ~15-25 s to set up and halt 100k suspended tasks, so those rows take one sample. Node 20's
+ * `AbortSignal.addEventListener` scans every listener already registered (its duplicate check), so
+ * registering 100k listeners on one signal takes over a minute; plain async measures its heap per
+ * task with 10k tasks (the figure is per task, and the same at 10k and 20k).
+ */
+function planFor(peer: PeerId, id: ScenarioId, reps: number): Plan {
+  if (peer === "effection" && (id === "spawn-join" || id === "heap")) {
+    return { reps: 1, warmup: 0, cap: "1 sample, no warm-up (one sample takes 13-25 s)" };
+  }
+  if (peer === "async" && id === "heap") {
+    return {
+      reps,
+      warmup: 1,
+      n: 10_000,
+      cap: "10k tasks, not 100k: Node 20's addEventListener is linear in the listeners already on the signal",
+    };
+  }
+  return { reps, warmup: 1 };
+}
+
+interface Cell {
+  readonly samples: number[];
+  readonly median: number;
+  readonly plan: Plan;
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+function measure(peer: PeerId, s: Scenario, plan: Plan): Cell {
+  const t0 = performance.now();
+  const child = spawnSync(
+    process.execPath,
+    [
+      "--expose-gc",
+      // No source condition: Keel is measured from its build (dist/), as the peers are from theirs.
+      "--import",
+      "tsx",
+      childScript,
+      peer,
+      s.id,
+      String(plan.n ?? s.n),
+      String(plan.reps),
+      String(plan.warmup),
+    ],
+    { cwd: benchDir, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 20 },
+  );
+  if (child.status !== 0) throw new Error(`bench: ${peer} ${s.id} exited with ${child.status}`);
+  const lastLine = child.stdout.trim().split("\n").pop() ?? "";
+  const { samples } = JSON.parse(lastLine) as { samples: number[] };
+  const cell = { samples, median: median(samples), plan };
+  const wallS = ((performance.now() - t0) / 1000).toFixed(1);
+  console.error(
+    `  ${peer.padEnd(10)} ${s.id.padEnd(11)} ${format(s, cell.median).padStart(9)}  (${wallS} s)`,
+  );
+  return cell;
+}
+
+function format(s: Scenario, v: number): string {
+  if (s.unit === "B") return `${Math.round(v).toLocaleString("en-US")} B`;
+  if (v >= 1000) return `${(v / 1000).toFixed(2)} s`;
+  return `${v >= 100 ? v.toFixed(0) : v.toFixed(1)} ms`;
+}
+
+function ratio(v: number, keel: number | undefined): string {
+  if (keel === undefined || keel === 0) return "";
+  const r = v / keel;
+  return ` (×${r >= 10 ? r.toFixed(0) : r.toFixed(2)})`;
+}
+
+type Results = Map<ScenarioId, Map<PeerId, Cell>>;
+
+const marks = ["¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"];
+
+/** The capped cells, in table order, each with its footnote mark. */
+function footnotes(rows: readonly Scenario[], peers: readonly PeerId[], results: Results) {
+  const notes: { id: ScenarioId; peer: PeerId; mark: string; text: string }[] = [];
+  for (const s of rows) {
+    for (const p of peers) {
+      const cap = results.get(s.id)!.get(p)!.plan.cap;
+      if (cap) notes.push({ id: s.id, peer: p, mark: marks[notes.length] ?? "*", text: cap });
+    }
+  }
+  return notes;
+}
+
+function table(rows: readonly Scenario[], peers: readonly PeerId[], results: Results): string {
+  const notes = footnotes(rows, peers, results);
+  const header = ["scenario", ...peers.map((p) => peerNames[p])];
+  const lines = rows.map((s) => {
+    const row = results.get(s.id)!;
+    const keel = row.get("keel")?.median;
+    return [
+      s.title,
+      ...peers.map((p) => {
+        const c = row.get(p)!;
+        return `${format(s, c.median)}${p === "keel" ? "" : ratio(c.median, keel)}${markOf(notes, s.id, p)}`;
+      }),
+    ];
+  });
+  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
+  const fmt = (cells: readonly string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`;
+  return [fmt(header), fmt(widths.map((w) => "-".repeat(w))), ...lines.map(fmt)].join("\n");
+}
+
+function markOf(notes: ReturnType<typeof footnotes>, id: ScenarioId, peer: PeerId): string {
+  const note = notes.find((x) => x.id === id && x.peer === peer);
+  return note ? ` ${note.mark}` : "";
+}
+
+/** Keel's targets; only checked when every peer they mention was measured. */
+function targets(results: Results): string[] {
+  const get = (id: ScenarioId, p: PeerId) => results.get(id)?.get(p)?.median;
+  const out: string[] = [];
+  for (const s of scenarios) {
+    const keel = get(s.id, "keel");
+    const effect = get(s.id, "effect");
+    if (s.unit === "ms" && keel !== undefined && effect !== undefined) {
+      out.push(
+        `${keel <= effect ? "met " : "MISS"}  ${s.title}: Keel ≤ effect 4 (${format(s, keel)} vs ${format(s, effect)})`,
+      );
+    }
+  }
+  const heap = get("heap", "keel");
+  if (heap !== undefined) {
+    out.push(
+      `${heap <= 1500 ? "met " : "MISS"}  heap per suspended task ≤ 1,500 B (Keel: ${Math.round(heap)} B)`,
+    );
+  }
+  const cancel = get("cancel", "keel");
+  const plain = get("cancel", "async");
+  if (cancel !== undefined && plain !== undefined) {
+    out.push(
+      `${cancel <= 2 * plain ? "met " : "MISS"}  cancel 10k within 2× the shared AbortSignal (Keel: ${cancel.toFixed(1)} ms, 2× async: ${(2 * plain).toFixed(1)} ms)`,
+    );
+  }
+  return out;
+}
+
+/** The commit measured, and whether core had uncommitted changes (read-only git queries). */
+function revision(): string {
+  const git = (...args: string[]) =>
+    spawnSync("git", args, { cwd: benchDir, encoding: "utf8" }).stdout?.trim() ?? "";
+  const head = git("rev-parse", "--short", "HEAD") || "unknown";
+  const dirty = git("status", "--porcelain", "--", "../packages/core/src") !== "";
+  return `${head}${dirty ? " with uncommitted changes in packages/core/src" : ""}`;
+}
+
+function machine(loadAtStart: number): string[] {
+  const cpu = os.cpus()[0]?.model.trim() ?? "unknown CPU";
+  return [
+    `- date: ${new Date().toISOString().slice(0, 10)}; Keel at ${revision()}`,
+    `- node ${process.version}, ${os.platform()} ${os.release()} ${os.arch()}`,
+    `- nproc ${os.availableParallelism()}, ${cpu}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM; load average ${loadAtStart.toFixed(1)} at start, ${os.loadavg()[0]!.toFixed(1)} at end`,
+  ];
+}
+
+function samplesSection(rows: readonly Scenario[], peers: readonly PeerId[], results: Results): string[] {
+  const out = [
+    "| scenario | library | samples (min / median / max) | warm-up + samples |",
+    "| --- | --- | --- | --- |",
+  ];
+  for (const s of rows) {
+    for (const p of peers) {
+      const c = results.get(s.id)!.get(p)!;
+      const lo = Math.min(...c.samples);
+      const hi = Math.max(...c.samples);
+      out.push(
+        `| ${s.id} | ${peerNames[p]} | ${format(s, lo)} / ${format(s, c.median)} / ${format(s, hi)} | ${c.plan.warmup} + ${c.plan.reps} |`,
+      );
+    }
+  }
+  return out;
+}
+
+function parseArgs(argv: readonly string[]): { peers?: string[]; scenarios?: string[]; reps?: number } {
+  const out: { peers?: string[]; scenarios?: string[]; reps?: number } = {};
+  for (const a of argv) {
+    const [k, v = ""] = a.replace(/^--/, "").split("=");
+    if (k === "peers") out.peers = v.split(",");
+    else if (k === "scenarios") out.scenarios = v.split(",");
+    else if (k === "reps") out.reps = Number(v);
+    else throw new Error(`bench: unknown option ${a} (known: --peers=, --scenarios=, --reps=)`);
+  }
+  return out;
+}
+
+function main(): void {
+  const args = parseArgs(process.argv.slice(2));
+  const peers = peerIds.filter((p) => !args.peers || args.peers.includes(p));
+  const rows = scenarios.filter((s) => !args.scenarios || args.scenarios.includes(s.id));
+  const reps = args.reps ?? DEFAULT_REPS;
+  const full = peers.length === peerIds.length && rows.length === scenarios.length && reps === DEFAULT_REPS;
+  const loadAtStart = os.loadavg()[0]!;
+  const t0 = performance.now();
+  const results: Results = new Map();
+  for (const s of rows) {
+    console.error(`${s.title}:`);
+    const row = new Map<PeerId, Cell>();
+    for (const p of peers) row.set(p, measure(p, s, planFor(p, s.id, reps)));
+    results.set(s.id, row);
+  }
+  const totalS = ((performance.now() - t0) / 1000).toFixed(0);
+  const legend = [
+    `Medians of ${reps} samples after 1 warm-up, each library and scenario in its own node process`,
+    "(--expose-gc). In parentheses: the peer's median divided by Keel's (below 1: the peer is faster or",
+    "smaller). Times are wall-clock for the whole scenario; heap is heapUsed after gc, per task.",
+    ...footnotes(rows, peers, results).map((x) => `${x.mark} ${peerNames[x.peer]}, ${x.id}: ${x.text}.`),
+  ];
+  const tbl = table(rows, peers, results);
+  const goals = targets(results);
+  console.log(
+    `\n${tbl}\n\n${legend.join("\n")}\n\nKeel's targets:\n${goals.map((g) => `  ${g}`).join("\n")}`,
+  );
+  console.log(`\nmachine:\n${machine(loadAtStart).join("\n")}\ntotal ${totalS} s`);
+  if (!full) {
+    console.log("\n(filtered run: bench/results.md left unchanged)");
+    return;
+  }
+  const md = [
+    "# Kernel benchmark results",
+    "",
+    "Written by `npm run bench` (bench/src/run.ts); see bench/README.md for what each scenario does.",
+    "",
+    ...machine(loadAtStart),
+    `- whole run: ${totalS} s`,
+    "",
+    tbl,
+    "",
+    ...legend,
+    "",
+    "## Keel's targets",
+    "",
+    ...goals.map((g) => `- ${g}`),
+    "",
+    "## Samples",
+    "",
+    ...samplesSection(rows, peers, results),
+    "",
+  ].join("\n");
+  writeFileSync(new URL("../results.md", import.meta.url), md);
+  console.log("\nwritten to bench/results.md");
+}
+
+main();

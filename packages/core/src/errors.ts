@@ -8,7 +8,17 @@
  */
 
 import { type CancelReason, describeReason } from "./kernel/cancelled.js";
-/** What raises each code and whether a retry can help; the docs' error table is generated from it. */
+/**
+ * What raises each code and whether a retry can help; the docs' error table is generated from it.
+ *
+ * @example
+ * ```ts
+ * import { errorCodes } from "@keel/core";
+ * const { raisedBy, retryable } = errorCodes.KEEL_SCOPE_CLOSED;
+ * console.log(raisedBy, retryable); // spawning into a scope that has finished false
+ * console.log(errorCodes.KEEL_HTTP_STATUS.retryable); // "by status": each HttpError says in its own `retryable`
+ * ```
+ */
 export const errorCodes = {
   KEEL_TIMEOUT: { raisedBy: "timeout, timeoutAt, shield (limit)", retryable: true },
   KEEL_TASK_CANCELLED: { raisedBy: "joining a task that ended cancelled", retryable: false },
@@ -58,7 +68,16 @@ export const errorCodes = {
   },
 } as const;
 
-/** A stable Keel error code. */
+/**
+ * A stable Keel error code.
+ *
+ * @example
+ * ```ts
+ * import { errorCodes, type KeelErrorCode } from "@keel/core";
+ * const retryable = (code: KeelErrorCode) => errorCodes[code].retryable === true;
+ * console.log(retryable("KEEL_TIMEOUT"), retryable("KEEL_TASK_CANCELLED")); // true false
+ * ```
+ */
 export type KeelErrorCode = keyof typeof errorCodes;
 
 /**
@@ -81,7 +100,21 @@ export class KeelError extends Error {
   }
 }
 
-/** True for any error raised by Keel (by its `code` prefix, so duplicate package copies agree). */
+/**
+ * True for any error raised by Keel (by its `code` prefix, so duplicate package copies agree).
+ *
+ * @example
+ * ```ts
+ * import { isKeelError, run, sleep, timeout } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * try {
+ *   await run(() => timeout(100, sleep(1000)), { clock: createVirtualClock() });
+ * } catch (e) {
+ *   console.log(isKeelError(e) && e.code); // KEEL_TIMEOUT
+ * }
+ * console.log(isKeelError(new Error("plain"))); // false
+ * ```
+ */
 export function isKeelError(e: unknown): e is KeelError {
   return (
     e instanceof Error &&
@@ -178,7 +211,21 @@ export class TaskCancelledError extends KeelError {
   }
 }
 
-/** True for a {@link TaskCancelledError}, across duplicate package copies. */
+/**
+ * True for a {@link TaskCancelledError}, across duplicate package copies.
+ *
+ * @example
+ * ```ts
+ * import { isTaskCancelledError, run, suspend } from "@keel/core";
+ * const task = run(suspend);
+ * await task.cancel("shutting down");
+ * try {
+ *   await task;
+ * } catch (e) {
+ *   if (isTaskCancelledError(e)) console.log(e.reason.kind, e.reason.message); // cancel shutting down
+ * }
+ * ```
+ */
 export function isTaskCancelledError(e: unknown): e is TaskCancelledError {
   return isKeelError(e) && e.code === "KEEL_TASK_CANCELLED";
 }
@@ -220,7 +267,25 @@ export class TimeoutError extends KeelError {
   }
 }
 
-/** True for a {@link TimeoutError} (by its `name` and numeric fields, across package copies). */
+/**
+ * True for a {@link TimeoutError} (by its `name` and numeric fields, across package copies).
+ *
+ * @example
+ * ```ts
+ * import { isTimeoutError, run, sleep, timeout } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const outcome = await run(function* () {
+ *   try {
+ *     yield* timeout(50, sleep(200));
+ *     return "done";
+ *   } catch (e) {
+ *     if (isTimeoutError(e)) return `gave up after ${e.elapsedMs} ms`;
+ *     throw e;
+ *   }
+ * }, { clock: createVirtualClock() });
+ * console.log(outcome); // "gave up after 50 ms"
+ * ```
+ */
 export function isTimeoutError(e: unknown): e is TimeoutError {
   return (
     e instanceof Error && /TimeoutError$/.test(e.name) && typeof (e as TimeoutError).timeoutMs === "number"

@@ -11,7 +11,25 @@ import { BUDGET_KEY, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS, type Task, TaskImpl }
 import type { KeelEvent } from "./observe/events.js";
 import { realClock } from "./time/real-clock.js";
 
-/** Options of {@link run}. */
+/**
+ * Options of {@link run}.
+ *
+ * @example
+ * ```ts
+ * import { type KeelEvent, random, type RunOptions, run, sleep } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const events: KeelEvent[] = [];
+ * const options: RunOptions = {
+ *   name: "nightly",
+ *   clock: createVirtualClock(), // an hour passes in a millisecond
+ *   cleanupBudgetMs: 1000,
+ *   onEvent: (e) => events.push(e),
+ *   random: () => 0.25,
+ * };
+ * const drawn = await run(function* () { yield* sleep(3_600_000); return yield* random(); }, options);
+ * console.log(drawn, events.map((e) => `${e.type}@${e.at}`)); // 0.25 ["task:start@0", "task:settle@3600000"]
+ * ```
+ */
 export interface RunOptions {
   /** The task's name in the tree and in events (default: the generator function's name). */
   name?: string;

@@ -5,7 +5,22 @@
 import { type KeelEvent, type KeelEventType, type Op, type RunOptions, run, type Task } from "@keel/core";
 import { createVirtualClock, type VirtualClock } from "./virtual-clock.js";
 
-/** What {@link createHarness} returns. */
+/**
+ * What {@link createHarness} returns.
+ *
+ * @example
+ * ```ts
+ * import { sleep, timeout } from "@keel/core";
+ * import { createHarness, type Harness } from "@keel/testing";
+ * function* slowStep(h: Harness) { yield* sleep(250); h.mark("step done"); }
+ * const h: Harness = createHarness();
+ * await h.run(function* () {
+ *   try { yield* timeout(100, () => slowStep(h)); } catch { h.mark("timed out"); }
+ * });
+ * console.log(h.log, h.eventsOf("timeout:fire").length, h.liveTasks); // ["timed out@100"] 1 0
+ * await h.expectClean(); // throws if a task is still live or a timer pending
+ * ```
+ */
 export interface Harness {
   readonly clock: VirtualClock;
   /** Entries written by {@link Harness.mark}, as `text@time`. */

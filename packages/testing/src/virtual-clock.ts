@@ -4,7 +4,31 @@
  */
 import type { Clock } from "@keel/core";
 
-/** A {@link Clock} whose time is controlled by the test. */
+/**
+ * A {@link Clock} whose time is controlled by the test.
+ *
+ * @example
+ * ```ts
+ * import { run, sleep } from "@keel/core";
+ * import { createVirtualClock, type VirtualClock } from "@keel/testing";
+ * const clock: VirtualClock = createVirtualClock({ autojump: false }); // time moves only when told
+ * const woke: number[] = [];
+ * const task = run(function* () {
+ *   yield* sleep(100);
+ *   woke.push(clock.now());
+ *   yield* sleep(100);
+ *   woke.push(clock.now());
+ * }, { clock });
+ * await new Promise((resolve) => setImmediate(resolve));
+ * console.log(clock.pendingTimerInstants); // [100]
+ * clock.advance(100);
+ * await new Promise((resolve) => setImmediate(resolve));
+ * console.log(woke, clock.pendingTimerInstants); // [100] [200]
+ * clock.autojump = true; // from now on, idle time jumps to the next timer
+ * await task;
+ * console.log(woke, clock.now()); // [100, 200] 200
+ * ```
+ */
 export interface VirtualClock extends Clock {
   /**
    * Moves time forward by `ms`, firing every timer due on the way in order (each sees `now()` equal

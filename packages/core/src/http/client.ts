@@ -15,7 +15,30 @@ import { ConnectionBook } from "./connections.js";
 import { performRequest, type RequestPlan } from "./perform.js";
 import type { HttpResponse } from "./response.js";
 
-/** Per-phase limits, each on the runtime's clock and clamped to the effective deadline. */
+/**
+ * Per-phase limits, each on the runtime's clock and clamped to the effective deadline.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createHttpClient, HttpTimeoutError, type HttpTimeouts } from "@keel/core/http";
+ * import { createFaultServer, createVirtualClock } from "@keel/testing";
+ * const clock = createVirtualClock();
+ * const limits: HttpTimeouts = { connectMs: 1000, headersMs: 300, bodyIdleMs: 1000, totalMs: 5000 };
+ * const outcome = await run(function* () {
+ *   const server = yield* createFaultServer({ "/slow": { hang: "before-headers" } }, { connectHang: false });
+ *   const client = yield* createHttpClient({ baseUrl: server.url, timeouts: limits, retry: false });
+ *   try {
+ *     yield* client.get("/slow");
+ *     return "answered";
+ *   } catch (e) {
+ *     if (e instanceof HttpTimeoutError) return `${e.phase} timeout at ${clock.now()} ms`;
+ *     throw e;
+ *   }
+ * }, { clock });
+ * console.log(outcome); // "headers timeout at 300 ms"
+ * ```
+ */
 export interface HttpTimeouts {
   /** Until the request is on a connected socket (queueing for a pooled connection included). */
   connectMs?: number;
@@ -27,7 +50,32 @@ export interface HttpTimeouts {
   totalMs?: number;
 }
 
-/** Options of one request. */
+/**
+ * Options of one request.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createHttpClient, type RequestOptions } from "@keel/core/http";
+ * import { createFaultServer, createVirtualClock } from "@keel/testing";
+ * const order: RequestOptions = {
+ *   method: "POST",
+ *   query: { dryRun: false },
+ *   json: { sku: "A-1", qty: 2 },
+ *   idempotencyKey: "order-7f3a", // the same on every attempt, so the POST may be retried
+ *   timeouts: { headersMs: 500 },
+ *   retry: { attempts: 3 },
+ * };
+ * const seen = await run(function* () {
+ *   const routes = { "POST /orders": [503, { status: 201, json: { id: 7 } }] };
+ *   const server = yield* createFaultServer(routes, { connectHang: false });
+ *   const client = yield* createHttpClient({ baseUrl: server.url });
+ *   const res = yield* client.request("/orders", order);
+ *   return { status: res.status, body: yield* res.json(), attempts: server.hits("POST /orders") };
+ * }, { clock: createVirtualClock() });
+ * console.log(seen); // { status: 201, body: { id: 7 }, attempts: 2 }
+ * ```
+ */
 export interface RequestOptions {
   method?: string;
   headers?: Record<string, string>;
@@ -43,7 +91,32 @@ export interface RequestOptions {
   expect?: ((status: number) => boolean) | false;
 }
 
-/** Options of {@link createHttpClient}. */
+/**
+ * Options of {@link createHttpClient}.
+ *
+ * @example
+ * ```ts
+ * import { run, timeout } from "@keel/core";
+ * import { createHttpClient, type HttpClientOptions } from "@keel/core/http";
+ * import { createFaultServer, createVirtualClock } from "@keel/testing";
+ * const seen = await run(function* () {
+ *   const server = yield* createFaultServer({ "/": { status: 200, json: { ok: true } } }, { connectHang: false });
+ *   const options: HttpClientOptions = {
+ *     baseUrl: server.url,
+ *     headers: { "user-agent": "billing/1.4" },
+ *     connections: 2,
+ *     timeouts: { connectMs: 1000, headersMs: 2000, totalMs: 5000 },
+ *     retry: { attempts: 2 },
+ *     deadlineHeader: "x-deadline-ms",
+ *   };
+ *   const client = yield* createHttpClient(options);
+ *   yield* timeout(800, () => client.getJson("/"));
+ *   const { headers } = server.requests[0]!;
+ *   return [headers["user-agent"], headers["x-deadline-ms"]];
+ * }, { clock: createVirtualClock() });
+ * console.log(seen); // ["billing/1.4", "800"]
+ * ```
+ */
 export interface HttpClientOptions {
   baseUrl?: string;
   headers?: Record<string, string>;
@@ -58,7 +131,30 @@ export interface HttpClientOptions {
   deadlineHeader?: string | false;
 }
 
-/** An HTTP client bound to the scope that created it. */
+/**
+ * An HTTP client bound to the scope that created it.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createHttpClient, type HttpClient } from "@keel/core/http";
+ * import { createServer } from "node:http";
+ * const server = createServer((req, res) => res.end(`${req.method} ${req.url}`)).listen(0, "127.0.0.1");
+ * await new Promise((r) => server.once("listening", r));
+ * const { port } = server.address() as { port: number };
+ * // Calls take the client as a parameter; the scope that created it owns its pool.
+ * function* ping(client: HttpClient, path: string) {
+ *   const res = yield* client.get(path, { query: { v: 2 } });
+ *   return `${res.status} ${yield* res.text()}`;
+ * }
+ * const replies = await run(function* () {
+ *   const client = yield* createHttpClient({ baseUrl: `http://127.0.0.1:${port}` });
+ *   return [yield* ping(client, "/a"), yield* ping(client, "/b")];
+ * });
+ * console.log(replies); // ["200 GET /a?v=2", "200 GET /b?v=2"]
+ * server.close();
+ * ```
+ */
 export interface HttpClient {
   request(path: string, options?: RequestOptions): Operation<HttpResponse>;
   get(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse>;

@@ -5,7 +5,22 @@
 import { isKeelError, KeelError, TimeoutError } from "../errors.js";
 import { retryableStatuses } from "../resilience/transient.js";
 
-/** The phases of an HTTP exchange that each have a timeout. */
+/**
+ * The phases of an HTTP exchange that each have a timeout.
+ *
+ * @example
+ * ```ts
+ * import { type HttpPhase, HttpTimeoutError } from "@keel/core/http";
+ * const advice: Record<HttpPhase, string> = {
+ *   connect: "is the host up?",
+ *   headers: "the server is slow to answer",
+ *   body: "the body stalled",
+ *   total: "raise totalMs, or the caller's deadline",
+ * };
+ * const e = new HttpTimeoutError({ phase: "body", timeoutMs: 100, deadline: 100, elapsedMs: 100, label: "GET /export" });
+ * console.log(`${e.message}: ${advice[e.phase]}`); // GET /export: no body data within 100 ms: the body stalled
+ * ```
+ */
 export type HttpPhase = "connect" | "headers" | "body" | "total";
 
 const phaseCodes = {
@@ -15,7 +30,19 @@ const phaseCodes = {
   total: "KEEL_HTTP_TOTAL_TIMEOUT",
 } as const;
 
-/** The stable code of each phase's timeout. */
+/**
+ * The stable code of each phase's timeout.
+ *
+ * @example
+ * ```ts
+ * import { isKeelError } from "@keel/core";
+ * import { HttpTimeoutError, httpTimeoutCodes } from "@keel/core/http";
+ * const timeoutCodes = new Set(Object.values(httpTimeoutCodes));
+ * const isHttpTimeout = (e: unknown) => isKeelError(e) && timeoutCodes.has(e.code);
+ * const e = new HttpTimeoutError({ phase: "total", timeoutMs: 50, deadline: 50, elapsedMs: 50, label: "GET /" });
+ * console.log(httpTimeoutCodes.headers, isHttpTimeout(e), isHttpTimeout(new Error("x"))); // KEEL_HTTP_HEADERS_TIMEOUT true false
+ * ```
+ */
 export const httpTimeoutCodes: Readonly<Record<HttpPhase, string>> = phaseCodes;
 
 /**
@@ -97,7 +124,30 @@ export class HttpError extends KeelError {
   }
 }
 
-/** True for an {@link HttpError}, across duplicate package copies. */
+/**
+ * True for an {@link HttpError}, across duplicate package copies.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createHttpClient, isHttpError } from "@keel/core/http";
+ * import { createServer } from "node:http";
+ * const server = createServer((_, res) => { res.statusCode = 404; res.end("no such order"); }).listen(0, "127.0.0.1");
+ * await new Promise((r) => server.once("listening", r));
+ * const { port } = server.address() as { port: number };
+ * const outcome = await run(function* () {
+ *   const client = yield* createHttpClient({ baseUrl: `http://127.0.0.1:${port}` });
+ *   try {
+ *     return yield* client.getJson("/orders/404");
+ *   } catch (e) {
+ *     if (isHttpError(e)) return `${e.status} retryable=${e.retryable} ${e.bodyExcerpt}`;
+ *     throw e;
+ *   }
+ * });
+ * console.log(outcome); // 404 retryable=false no such order
+ * server.close();
+ * ```
+ */
 export function isHttpError(e: unknown): e is HttpError {
   return isKeelError(e) && e.code === "KEEL_HTTP_STATUS";
 }
@@ -105,6 +155,28 @@ export function isHttpError(e: unknown): e is HttpError {
 /**
  * A body read after the scope that made the request has ended: the unread body was discarded and its
  * socket destroyed then, so this read fails at once instead of hanging or returning a truncated body.
+ *
+ * @example
+ * ```ts
+ * import { run, scoped } from "@keel/core";
+ * import { BodyReleasedError, createHttpClient } from "@keel/core/http";
+ * import { createServer } from "node:http";
+ * const server = createServer((_, res) => res.end("report")).listen(0, "127.0.0.1");
+ * await new Promise((r) => server.once("listening", r));
+ * const { port } = server.address() as { port: number };
+ * const outcome = await run(function* () {
+ *   const client = yield* createHttpClient({ baseUrl: `http://127.0.0.1:${port}` });
+ *   const res = yield* scoped(() => client.get("/report")); // the body belongs to this inner scope
+ *   try {
+ *     return yield* res.text(); // read after that scope ended
+ *   } catch (e) {
+ *     if (e instanceof BodyReleasedError) return e.code;
+ *     throw e;
+ *   }
+ * });
+ * console.log(outcome); // KEEL_BODY_RELEASED
+ * server.close();
+ * ```
  */
 export class BodyReleasedError extends KeelError {
   constructor(what: string) {

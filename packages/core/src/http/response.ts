@@ -8,7 +8,37 @@ import { timeoutScope } from "../time/timeout.js";
 import { BodyReleasedError, HttpTimeoutError } from "./errors.js";
 import type { Exchange } from "./exchange.js";
 
-/** A response whose body is read with operations, inside the scope that made the request. */
+/**
+ * A response whose body is read with operations, inside the scope that made the request.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createHttpClient, type HttpResponse } from "@keel/core/http";
+ * import { createServer } from "node:http";
+ * const server = createServer((_, res) => {
+ *   res.setHeader("content-type", "text/csv");
+ *   res.end("id,total\n7,42\n8,19\n");
+ * });
+ * server.listen(0, "127.0.0.1");
+ * await new Promise((r) => server.once("listening", r));
+ * const { port } = server.address() as { port: number };
+ * // A body is read with operations, chunk by chunk or whole (`text()`, `json()`, `bytes()`).
+ * function* countBytes(res: HttpResponse) {
+ *   const reader = res.chunks();
+ *   let bytes = 0;
+ *   for (let r = yield* reader.next(); !r.done; r = yield* reader.next()) bytes += r.value.byteLength;
+ *   return bytes;
+ * }
+ * const summary = await run(function* () {
+ *   const client = yield* createHttpClient({ baseUrl: `http://127.0.0.1:${port}` });
+ *   const res = yield* client.get("/report.csv");
+ *   return `${res.status} ${res.headers["content-type"]} ${yield* countBytes(res)} bytes`;
+ * });
+ * console.log(summary); // 200 text/csv 19 bytes
+ * server.close();
+ * ```
+ */
 export interface HttpResponse {
   readonly status: number;
   readonly headers: Readonly<Record<string, string | string[]>>;

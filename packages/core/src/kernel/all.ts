@@ -17,7 +17,17 @@ import {
 import { spawnInto } from "./spawn.js";
 import type { TaskImpl } from "./task.js";
 
-/** The values of a tuple or array of operations, in order. */
+/**
+ * The values of a tuple or array of operations, in order.
+ *
+ * @example
+ * ```ts
+ * import { type AllValues, all, run } from "@keel/core";
+ * const ops = [function* count() { return 3; }, function* label() { return "items"; }] as const;
+ * const values: AllValues<typeof ops> = await run(() => all(ops)); // [number, string]
+ * console.log(values); // [3, "items"]
+ * ```
+ */
 export type AllValues<T extends readonly Op<unknown>[]> = { -readonly [K in keyof T]: OpValue<T[K]> };
 
 /**

@@ -10,7 +10,7 @@ import { Cancelled, type CancelReason } from "./cancelled.js";
 import type { Clock } from "./clock.js";
 import { Frame, sequence } from "./frame.js";
 import type { Interruptible, Outcome, Suspension } from "./operation.js";
-import { enqueue } from "./scheduler.js";
+import { enqueue, whenDrained } from "./scheduler.js";
 import type { TaskImpl } from "./task.js";
 
 export const CLOCK_KEY: unique symbol = Symbol("keel.clock");
@@ -178,7 +178,15 @@ export abstract class CancellableTask {
     if (this.unwinding === NO_UNWINDINGS) this.unwinding = [];
     this.unwinding.push(u);
     this.delivered = true;
-    if (budgetMs !== Infinity) u.cancelTimer = this.clock.schedule(now + budgetMs, () => this.cut(u));
+    // Most cleanups finish within the drain that delivered them: arm the budget timer only for an
+    // unwinding still going once the drain is over (it is due at the same instant either way).
+    if (budgetMs !== Infinity) {
+      whenDrained(() => {
+        if (!this.isSettled && this.unwinding.includes(u) && !u.cancelTimer && !u.hardCancelled) {
+          u.cancelTimer = this.clock.schedule(now + budgetMs, () => this.cut(u));
+        }
+      });
+    }
     return u.cancelled;
   }
 

@@ -3,7 +3,24 @@
  * @module
  */
 
-/** Why a task or a scope's region is being cancelled. */
+/**
+ * Why a task or a scope's region is being cancelled.
+ *
+ * @example
+ * ```ts
+ * import { type CancelReason, isCancelled, run, sleep, timeout } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * let reason: CancelReason | undefined;
+ * await run(function* () {
+ *   try {
+ *     yield* timeout(100, function* slow() {
+ *       try { yield* sleep(1000); } catch (e) { if (isCancelled(e)) reason = e.reason; throw e; }
+ *     });
+ *   } catch {} // the TimeoutError
+ * }, { clock: createVirtualClock() });
+ * console.log(reason?.kind, reason?.at, reason?.scope?.label); // timeout 100 timeout(100)
+ * ```
+ */
 export interface CancelReason {
   /**
    * What asked: `"cancel"` (`task.cancel()`), `"timeout"` (a timeout scope fired), `"child-failed"`
@@ -27,7 +44,20 @@ export interface CancelReason {
   readonly scope?: ScopeInfo;
 }
 
-/** A scope as named in reasons, events and snapshots. */
+/**
+ * A scope as named in reasons, events and snapshots.
+ *
+ * @example
+ * ```ts
+ * import { run, type ScopeInfo, sleep, timeout } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const fired: ScopeInfo[] = [];
+ * await run(function* () {
+ *   try { yield* timeout(50, sleep(100)); } catch {}
+ * }, { clock: createVirtualClock(), onEvent: (e) => { if (e.type === "timeout:fire") fired.push(e.scope); } });
+ * console.log(fired.map((s) => `${s.kind} ${s.label}`)); // ["timeout timeout(50)"]
+ * ```
+ */
 export interface ScopeInfo {
   readonly id: number;
   readonly kind: string;
@@ -65,7 +95,29 @@ export class Cancelled {
   }
 }
 
-/** True when `e` is the cancellation signal (works across duplicate package copies). */
+/**
+ * True when `e` is the cancellation signal (works across duplicate package copies).
+ *
+ * @example
+ * ```ts
+ * import { isCancelled, run, sleep, spawn } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const seen: string[] = [];
+ * await run(function* () {
+ *   const poller = yield* spawn(function* poll() {
+ *     for (;;) {
+ *       try { yield* sleep(100); } catch (e) {
+ *         if (isCancelled(e)) { seen.push("cancelled: rethrown"); throw e; } // never swallow it
+ *         seen.push("an error: handled");
+ *       }
+ *     }
+ *   });
+ *   yield* sleep(250);
+ *   yield* poller.cancel();
+ * }, { clock: createVirtualClock() });
+ * console.log(seen); // ["cancelled: rethrown"]
+ * ```
+ */
 export function isCancelled(e: unknown): e is Cancelled {
   return typeof e === "object" && e !== null && (e as Record<symbol, unknown>)[CANCELLED_BRAND] === true;
 }

@@ -6,7 +6,27 @@
  * @module
  */
 
-/** A source of time and timers. `now()` and every `at` are milliseconds on this clock. */
+/**
+ * A source of time and timers. `now()` and every `at` are milliseconds on this clock.
+ *
+ * @example
+ * ```ts
+ * import { type Clock, run, sleep } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const inner = createVirtualClock();
+ * const asked: number[] = [];
+ * // A clock that records every instant the runtime schedules, on top of another clock.
+ * const recording: Clock = {
+ *   now: () => inner.now(),
+ *   schedule(at, fn) {
+ *     asked.push(at);
+ *     return inner.schedule(at, fn);
+ *   },
+ * };
+ * await run(function* () { yield* sleep(10); yield* sleep(20); }, { clock: recording });
+ * console.log(asked); // [10, 30]
+ * ```
+ */
 export interface Clock {
   /** The current time in milliseconds. */
   now(): number;

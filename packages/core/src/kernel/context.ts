@@ -5,7 +5,22 @@
 import { CURRENT_TASK, checkOp, iterate, type Op, type Operation } from "./operation.js";
 import type { TaskImpl } from "./task.js";
 
-/** A value that flows down the task tree. */
+/**
+ * A value that flows down the task tree.
+ *
+ * @example
+ * ```ts
+ * import { type Context, createContext, run, spawn } from "@keel/core";
+ * const requestId: Context<string> = createContext("requestId", "-");
+ * function* log(message: string) { console.log(`[${yield* requestId.get()}] ${message}`); }
+ * await run(() => requestId.with("req-42", function* handler() {
+ *   const audit = yield* spawn(function* audit() { yield* log("audited"); }); // children inherit the value
+ *   yield* log("handled");
+ *   yield* audit;
+ * }));
+ * // [req-42] handled, then [req-42] audited
+ * ```
+ */
 export interface Context<T> {
   readonly name: string;
   /** Reads the value in force where the calling operation runs (the default outside any `with`). */

@@ -9,18 +9,79 @@
  */
 import { invalidType } from "../errors.js";
 
-/** A unit of work that the runtime drives: `yield*` it inside another operation, or `run` it. */
+/**
+ * A unit of work that the runtime drives: `yield*` it inside another operation, or `run` it.
+ *
+ * @example
+ * ```ts
+ * import { type Operation, run, sleep } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * // Written by hand; a `function*` gives the same thing. Each run starts it afresh.
+ * function delayed<T>(ms: number, value: T): Operation<T> {
+ *   return { *[Symbol.iterator]() { yield* sleep(ms); return value; } };
+ * }
+ * const clock = createVirtualClock();
+ * const ready = delayed(500, "ready");
+ * console.log(await run(ready, { clock }), await run(ready, { clock }), clock.now()); // ready ready 1000
+ * ```
+ */
 export interface Operation<T> {
   [Symbol.iterator](): Iterator<unknown, T, unknown>;
 }
 
-/** What every combinator accepts: an operation, or a function (often a `function*`) that makes one. */
+/**
+ * What every combinator accepts: an operation, or a function (often a `function*`) that makes one.
+ *
+ * @example
+ * ```ts
+ * import { now, type Op, run, scoped, sleep } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * // Like every combinator, `timed` takes an operation (`sleep(5)`) or a function making one (`work`).
+ * function* timed<T>(op: Op<T>) {
+ *   const start = yield* now();
+ *   const value = yield* scoped(op);
+ *   return { value, ms: (yield* now()) - start };
+ * }
+ * const clock = createVirtualClock();
+ * function* work() { yield* sleep(30); return "done"; }
+ * console.log(await run(() => timed(work), { clock })); // { value: "done", ms: 30 }
+ * console.log(await run(() => timed(sleep(5)), { clock })); // { value: undefined, ms: 5 }
+ * ```
+ */
 export type Op<T> = Operation<T> | (() => Operation<T>);
 
-/** The value an {@link Op} produces. */
+/**
+ * The value an {@link Op} produces.
+ *
+ * @example
+ * ```ts
+ * import { type OpValue, run } from "@keel/core";
+ * function* loadUser() { return { id: 7, name: "Ada" }; }
+ * type User = OpValue<typeof loadUser>; // { id: number; name: string }
+ * const user: User = await run(loadUser);
+ * console.log(user.name); // Ada
+ * ```
+ */
 export type OpValue<O> = O extends Op<infer T> ? T : never;
 
-/** Something that is both awaitable from promise code and `yield*`-able from operations. */
+/**
+ * Something that is both awaitable from promise code and `yield*`-able from operations.
+ *
+ * @example
+ * ```ts
+ * import { type Future, run, sleep, suspend } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const clock = createVirtualClock();
+ * const worker = run(function* worker() { try { yield* suspend(); } finally { yield* sleep(20); } }, { clock });
+ * await run(function* boss() {
+ *   yield* sleep(10);
+ *   const stopped: Future<void> = worker.cancel("enough");
+ *   yield* stopped; // from an operation: yield* it
+ *   console.log(`worker stopped at ${clock.now()}`); // worker stopped at 30
+ * }, { clock });
+ * await worker.cancel(); // from promise code: await it (cancel is idempotent)
+ * ```
+ */
 export type Future<T> = PromiseLike<T> & Operation<T>;
 
 /** How an instruction ends: a value or an error. */

@@ -8,7 +8,21 @@ import { currentTask } from "./current.js";
 import { checkOp, type Op, type Operation } from "./operation.js";
 import type { TaskImpl } from "./task.js";
 
-/** A source of numbers in [0, 1). */
+/**
+ * A source of numbers in [0, 1).
+ *
+ * @example
+ * ```ts
+ * import { random, type RandomSource, run } from "@keel/core";
+ * const values = [0.1, 0.5, 0.9];
+ * let i = 0;
+ * const cycling: RandomSource = () => values[i++ % values.length]!; // deterministic jitter for tests
+ * const drawn = await run(function* () {
+ *   return [yield* random(), yield* random(), yield* random(), yield* random()];
+ * }, { random: cycling });
+ * console.log(drawn); // [0.1, 0.5, 0.9, 0.1]
+ * ```
+ */
 export type RandomSource = () => number;
 
 const RANDOM_KEY: unique symbol = Symbol("keel.random");

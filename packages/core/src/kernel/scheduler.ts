@@ -49,6 +49,24 @@ function drain(): void {
   } finally {
     draining = false;
   }
+  if (afterDrain.length > 0) {
+    const hooks = afterDrain.splice(0);
+    for (const fn of hooks) fn();
+  }
+}
+
+const afterDrain: Array<() => void> = [];
+
+/**
+ * Runs `fn` once the current drain has emptied the queue (or on the next one). For work that most
+ * often turns out unnecessary by then: a cleanup-budget timer for an unwinding that already ended.
+ */
+export function whenDrained(fn: () => void): void {
+  afterDrain.push(fn);
+  if (!draining && !scheduled) {
+    scheduled = true;
+    resolved.then(drain);
+  }
 }
 
 function noop(): void {}

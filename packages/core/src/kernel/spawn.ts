@@ -132,7 +132,37 @@ export function scoped<T>(op: Op<T>): Operation<T> {
   };
 }
 
-/** A handle on a scope, for starting children in it from elsewhere (callbacks, other tasks). */
+/**
+ * A handle on a scope, for starting children in it from elsewhere (callbacks, other tasks).
+ *
+ * @example
+ * ```ts
+ * import { run, type Scope, sleep, useScope } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * import { EventEmitter } from "node:events";
+ * const bus = new EventEmitter();
+ * const clock = createVirtualClock();
+ * const handled: string[] = [];
+ * let serverScope: Scope | undefined;
+ * await run(function* server() {
+ *   const scope = yield* useScope();
+ *   serverScope = scope;
+ *   // A plain callback starts tasks that the server's scope owns.
+ *   bus.on("job", (name: string) =>
+ *     scope.spawn(function* handle() {
+ *       yield* sleep(10);
+ *       handled.push(`${name}@${clock.now()}`);
+ *     }),
+ *   );
+ *   bus.emit("job", "a");
+ *   yield* sleep(5);
+ *   bus.emit("job", "b");
+ *   yield* sleep(50);
+ * }, { clock });
+ * bus.removeAllListeners();
+ * console.log(handled, serverScope?.closed); // ["a@10", "b@15"] true
+ * ```
+ */
 export interface Scope {
   /** Starts `op` as a child of this scope; throws `KEEL_SCOPE_CLOSED` once the scope has finished. */
   spawn<T>(op: Op<T>, options?: { name?: string }): Task<T>;

@@ -37,12 +37,41 @@ export { BUDGET_KEY, type CancelRequest, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS };
 
 import { enqueue } from "./scheduler.js";
 
-/** A task's life: `cancelling` while cancellation requests are in flight against it. */
+/**
+ * A task's life: `cancelling` while cancellation requests are in flight against it.
+ *
+ * @example
+ * ```ts
+ * import { run, sleep, suspend, type TaskState } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const seen: TaskState[] = [];
+ * const task = run(function* worker() {
+ *   try { yield* suspend(); } finally { yield* sleep(10); } // cleanup takes 10 ms
+ * }, { clock: createVirtualClock() });
+ * await new Promise((resolve) => setImmediate(resolve)); // let its body start
+ * seen.push(task.state);
+ * const stopped = task.cancel();
+ * seen.push(task.state);
+ * await stopped;
+ * seen.push(task.state);
+ * console.log(seen); // ["running", "cancelling", "cancelled"]
+ * ```
+ */
 export type TaskState = "running" | "cancelling" | "completed" | "failed" | "cancelled";
 
 /**
  * A running operation in the task tree. Await it from promise code or `yield*` it from an operation
  * to join it: you get its value or its error, and `TaskCancelledError` if it ended cancelled.
+ *
+ * @example
+ * ```ts
+ * import { run, sleep, type Task } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const clock = createVirtualClock();
+ * const task: Task<string> = run(function* report() { yield* sleep(1000); return "report"; }, { clock });
+ * console.log(task.name, task.state, task.cancellationCount); // report running 0
+ * console.log(await task, task.state, clock.now()); // report completed 1000
+ * ```
  */
 export interface Task<T> extends PromiseLike<T>, Operation<T> {
   readonly id: number;

@@ -12,7 +12,21 @@ interface Base {
   readonly path: string;
 }
 
-/** Everything the runtime reports; `type` tells which. */
+/**
+ * Everything the runtime reports; `type` tells which.
+ *
+ * @example
+ * ```ts
+ * import { type KeelEvent, run, sleep } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const events: KeelEvent[] = [];
+ * await run(function* job() { yield* sleep(5); }, { clock: createVirtualClock(), onEvent: (e) => events.push(e) });
+ * for (const e of events) {
+ *   if (e.type === "task:settle") console.log(e.state, e.at); // `type` narrows the union: completed 5
+ * }
+ * console.log(events.map((e) => e.type)); // ["task:start", "task:settle"]
+ * ```
+ */
 export type KeelEvent =
   | (Base & { readonly type: "task:start"; readonly name: string; readonly parentId: number | null })
   | (Base & {
@@ -109,7 +123,21 @@ export type KeelEvent =
       readonly to: string;
     });
 
-/** The `type` of each event. */
+/**
+ * The `type` of each event.
+ *
+ * @example
+ * ```ts
+ * import { type KeelEventType, run, sleep, timeout } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const counts = new Map<KeelEventType, number>();
+ * await run(function* () {
+ *   try { yield* timeout(10, sleep(100)); } catch {}
+ * }, { clock: createVirtualClock(), onEvent: (e) => counts.set(e.type, (counts.get(e.type) ?? 0) + 1) });
+ * // { "task:start": 1, "timeout:fire": 1, "cancel:request": 1, "task:settle": 1 }
+ * console.log(Object.fromEntries(counts));
+ * ```
+ */
 export type KeelEventType = KeelEvent["type"];
 
 /** Event types that are warnings by default (printed when nobody listens). */

@@ -5,7 +5,27 @@
 import { invalidType } from "../errors.js";
 import { type Task, TaskImpl, type TaskState } from "../kernel/task.js";
 
-/** One task as seen at the moment of the snapshot. */
+/**
+ * One task as seen at the moment of the snapshot.
+ *
+ * @example
+ * ```ts
+ * import { run, sleep, snapshot, spawn, suspend, type TaskSnapshot } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const clock = createVirtualClock({ autojump: false });
+ * const root = run(function* server() {
+ *   yield* spawn(function* poll() { yield* sleep(1000); });
+ *   yield* suspend();
+ * }, { clock });
+ * await new Promise((resolve) => setImmediate(resolve));
+ * clock.advance(250);
+ * const s: TaskSnapshot = snapshot(root);
+ * console.log(s.name, s.state, s.ageMs, s.waitingOn); // server running 250 suspend()
+ * // ["poll waits on sleep(1000) for 250 ms"]
+ * console.log(s.children.map((c) => `${c.name} waits on ${c.waitingOn} for ${c.waitingForMs} ms`));
+ * await root.cancel();
+ * ```
+ */
 export interface TaskSnapshot {
   readonly id: number;
   readonly name: string;
@@ -59,6 +79,23 @@ export function snapshot(task: Task<unknown>): TaskSnapshot {
 /**
  * Formats a snapshot as an indented tree, one task a line:
  * `server#1 running 2.0s, waiting on suspend()` …
+ *
+ * @example
+ * ```ts
+ * import { formatTaskTree, run, sleep, snapshot, spawn, suspend } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const clock = createVirtualClock({ autojump: false });
+ * const root = run(function* server() {
+ *   yield* spawn(function* poll() { yield* sleep(5000); });
+ *   yield* suspend();
+ * }, { clock });
+ * await new Promise((resolve) => setImmediate(resolve));
+ * clock.advance(1500);
+ * console.log(formatTaskTree(snapshot(root)));
+ * // server#… running 1.5s, waiting on suspend() for 1.5s
+ * //   poll#… running 1.5s, waiting on sleep(5000) for 1.5s
+ * await root.cancel();
+ * ```
  */
 export function formatTaskTree(s: TaskSnapshot, indent = ""): string {
   const parts = [`${indent}${s.name}#${s.id} ${s.state} ${formatMs(s.ageMs)}`];

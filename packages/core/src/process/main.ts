@@ -11,7 +11,21 @@ import type { KeelEvent } from "../observe/events.js";
 import { formatTaskTree, snapshot } from "../observe/snapshot.js";
 import { run } from "../run.js";
 
-/** Options of {@link main}. */
+/**
+ * Options of {@link main}.
+ *
+ * @example
+ * ```ts
+ * import { type MainOptions, main, suspend } from "@keel/core";
+ * const options: MainOptions = {
+ *   name: "api",
+ *   cleanupBudgetMs: 1000,
+ *   shutdownBudgetMs: 2000,
+ *   onEvent: (e) => { if (e.type === "task:settle") console.log(e.path.replace(/#\d+/, ""), e.state); },
+ * };
+ * await main(function* () { yield* suspend(); }, options); // on SIGINT: logs "api cancelled", exits with code 130
+ * ```
+ */
 export interface MainOptions {
   /** The root task's name in the tree and in events (default: the generator function's name). */
   name?: string;

@@ -5,10 +5,49 @@
  */
 import { invalidRange, invalidType } from "../errors.js";
 
-/** The state a stepper threads through; opaque to callers (start with `undefined`). */
+/**
+ * The state a stepper threads through; opaque to callers (start with `undefined`).
+ *
+ * @example
+ * ```ts
+ * import { type BackoffState, exponential } from "@keel/core";
+ * const b = exponential({ baseMs: 100, jitter: "equal" });
+ * let state: BackoffState; // undefined: before the first attempt
+ * const delays: number[] = [];
+ * for (let i = 0; i < 4; i++) {
+ *   const step = b.next(state, () => 0.5);
+ *   delays.push(step.delayMs);
+ *   state = step.state;
+ * }
+ * console.log(delays, state?.attempt); // [75, 150, 300, 600] 4
+ * ```
+ */
 export type BackoffState = { readonly attempt: number; readonly previousMs: number } | undefined;
 
-/** A delay policy between attempts. */
+/**
+ * A delay policy between attempts.
+ *
+ * @example
+ * ```ts
+ * import { type Backoff, retry, run } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * // A policy of your own: 100 ms more before each attempt, no jitter.
+ * const linear: Backoff = {
+ *   description: "linear(100)",
+ *   next(state) {
+ *     const attempt = (state?.attempt ?? 0) + 1;
+ *     return { delayMs: attempt * 100, state: { attempt, previousMs: attempt * 100 } };
+ *   },
+ * };
+ * const clock = createVirtualClock();
+ * const tries: number[] = [];
+ * await run(() => retry(function* flaky() {
+ *   tries.push(clock.now());
+ *   if (tries.length < 4) throw Object.assign(new Error("busy"), { status: 503 });
+ * }, { backoff: linear }), { clock });
+ * console.log(tries); // [0, 100, 300, 600]
+ * ```
+ */
 export interface Backoff {
   /** The delay before the next attempt, given what came before; `random` returns a number in [0, 1). */
   next(state: BackoffState, random: () => number): { delayMs: number; state: BackoffState };
@@ -16,7 +55,17 @@ export interface Backoff {
   readonly description: string;
 }
 
-/** How randomness spreads the delays of many clients apart. */
+/**
+ * How randomness spreads the delays of many clients apart.
+ *
+ * @example
+ * ```ts
+ * import { exponential, type Jitter } from "@keel/core";
+ * const kinds: Jitter[] = ["none", "full", "equal", "decorrelated"];
+ * const first = kinds.map((jitter) => exponential({ baseMs: 100, jitter }).next(undefined, () => 0.5).delayMs);
+ * console.log(first); // [100, 50, 75, 200]
+ * ```
+ */
 export type Jitter = "full" | "equal" | "decorrelated" | "none";
 
 function positive(parameter: string, v: unknown): number {

@@ -6,7 +6,31 @@ import { invalidRange, KeelError } from "../errors.js";
 import { currentTask } from "../kernel/current.js";
 import type { Operation, Suspension } from "../kernel/operation.js";
 
-/** A bounded channel. */
+/**
+ * A bounded channel.
+ *
+ * @example
+ * ```ts
+ * import { type Channel, createChannel, run, sleep, spawn } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * function* produce(out: Channel<string>) {
+ *   for (const job of ["a", "b", "c"]) yield* out.send(job); // waits while the channel is full
+ *   out.close();
+ * }
+ * const clock = createVirtualClock();
+ * const jobs = createChannel<string>({ capacity: 1, name: "jobs" });
+ * const done = await run(function* () {
+ *   yield* spawn(() => produce(jobs));
+ *   const seen: string[] = [];
+ *   for (let r = yield* jobs.next(); !r.done; r = yield* jobs.next()) {
+ *     yield* sleep(10);
+ *     seen.push(`${r.value}@${clock.now()}`);
+ *   }
+ *   return seen;
+ * }, { clock });
+ * console.log(done, jobs.closed, jobs.size); // ["a@10", "b@20", "c@30"] true 0
+ * ```
+ */
 export interface Channel<T> {
   readonly capacity: number;
   /** Values buffered now. */
@@ -37,7 +61,22 @@ interface PendingReceive {
   wake: (() => void) | null;
 }
 
-/** The error for a send to a closed channel, or a `receive()` from a closed and drained one. */
+/**
+ * The error for a send to a closed channel, or a `receive()` from a closed and drained one.
+ *
+ * @example
+ * ```ts
+ * import { ChannelClosedError, createChannel, run } from "@keel/core";
+ * const ch = createChannel<number>({ capacity: 1 });
+ * ch.close();
+ * try {
+ *   await run(() => ch.send(1));
+ * } catch (e) {
+ *   // KEEL_CHANNEL_CLOSED channel.send(): the channel is closed
+ *   if (e instanceof ChannelClosedError) console.log(e.code, e.message);
+ * }
+ * ```
+ */
 export class ChannelClosedError extends KeelError {
   constructor(message: string) {
     super("KEEL_CHANNEL_CLOSED", message);

@@ -10,10 +10,53 @@ import { checkOp, type Op, type Operation } from "../kernel/operation.js";
 import { CLOCK_KEY } from "../kernel/task.js";
 import { realClock } from "../time/real-clock.js";
 
-/** `closed`: calls pass; `open`: calls fail at once; `half-open`: one probe call decides. */
+/**
+ * `closed`: calls pass; `open`: calls fail at once; `half-open`: one probe call decides.
+ *
+ * @example
+ * ```ts
+ * import { type CircuitState, createCircuitBreaker, run, sleep } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const breaker = createCircuitBreaker({ failureThreshold: 1, halfOpenAfterMs: 500 });
+ * const states: CircuitState[] = [breaker.state];
+ * await run(function* () {
+ *   try { yield* breaker.run(function* () { throw new Error("down"); }); } catch {}
+ *   states.push(breaker.state);
+ *   yield* sleep(500);
+ *   states.push(breaker.state);
+ * }, { clock: createVirtualClock() });
+ * console.log(states); // ["closed", "open", "half-open"]
+ * ```
+ */
 export type CircuitState = "closed" | "open" | "half-open";
 
-/** A circuit breaker. */
+/**
+ * A circuit breaker.
+ *
+ * @example
+ * ```ts
+ * import { type CircuitBreaker, createCircuitBreaker, isBrokenCircuitError, run, sleep } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * function* stock(breaker: CircuitBreaker, healthy: boolean) {
+ *   try {
+ *     return yield* breaker.run(function* inventory() {
+ *       if (!healthy) throw new Error("inventory down");
+ *       return "in stock";
+ *     });
+ *   } catch (e) {
+ *     return isBrokenCircuitError(e) ? "skipped" : "failed";
+ *   }
+ * }
+ * const breaker = createCircuitBreaker({ name: "inventory", failureThreshold: 2, halfOpenAfterMs: 1000 });
+ * const log = await run(function* () {
+ *   const out = [yield* stock(breaker, false), yield* stock(breaker, false), yield* stock(breaker, true)];
+ *   yield* sleep(1000);
+ *   out.push(breaker.state, yield* stock(breaker, true), breaker.state);
+ *   return out;
+ * }, { clock: createVirtualClock() });
+ * console.log(log); // ["failed", "failed", "skipped", "half-open", "in stock", "closed"]
+ * ```
+ */
 export interface CircuitBreaker {
   readonly name: string;
   /** Computed from the clock: an open breaker reads `half-open` once `halfOpenAfterMs` has passed. */
@@ -22,7 +65,24 @@ export interface CircuitBreaker {
   run<T>(op: Op<T>): Operation<T>;
 }
 
-/** Thrown, without calling the dependency, while the breaker is open or its probe is in flight. */
+/**
+ * Thrown, without calling the dependency, while the breaker is open or its probe is in flight.
+ *
+ * @example
+ * ```ts
+ * import { BrokenCircuitError, createCircuitBreaker, isTransient, run } from "@keel/core";
+ * const breaker = createCircuitBreaker({ name: "payments", failureThreshold: 1, halfOpenAfterMs: 60_000 });
+ * const charge = function* () { throw new Error("payments down"); };
+ * for (let i = 0; i < 2; i++) {
+ *   try {
+ *     await run(() => breaker.run(charge)); // the first failure opens the breaker
+ *   } catch (e) {
+ *     // The second call is not attempted: circuit payments is open: call not attempted false false
+ *     if (e instanceof BrokenCircuitError) console.log(e.message, e.retryable, isTransient(e));
+ *   }
+ * }
+ * ```
+ */
 export class BrokenCircuitError extends KeelError {
   /** Not transient: the default `retryOn` never retries into an open breaker (the avalanche it stops). */
   readonly retryable = false;
@@ -32,7 +92,24 @@ export class BrokenCircuitError extends KeelError {
   }
 }
 
-/** True for a {@link BrokenCircuitError}, across duplicate package copies. */
+/**
+ * True for a {@link BrokenCircuitError}, across duplicate package copies.
+ *
+ * @example
+ * ```ts
+ * import { createCircuitBreaker, isBrokenCircuitError, run } from "@keel/core";
+ * const breaker = createCircuitBreaker({ name: "pricing", failureThreshold: 1, halfOpenAfterMs: 30_000 });
+ * function* price() { return yield* breaker.run(function* () { throw new Error("pricing timed out"); }); }
+ * for (let i = 0; i < 2; i++) {
+ *   try {
+ *     await run(price);
+ *   } catch (e) {
+ *     console.log(isBrokenCircuitError(e) ? "fallback: cached price" : (e as Error).message);
+ *   }
+ * }
+ * // pricing timed out, then fallback: cached price
+ * ```
+ */
 export function isBrokenCircuitError(e: unknown): e is BrokenCircuitError {
   return isKeelError(e) && e.code === "KEEL_BROKEN_CIRCUIT";
 }

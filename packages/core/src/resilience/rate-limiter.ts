@@ -8,7 +8,22 @@ import { currentTask } from "../kernel/current.js";
 import type { Operation, Suspension } from "../kernel/operation.js";
 import { CLOCK_KEY } from "../kernel/task.js";
 
-/** A token bucket. */
+/**
+ * A token bucket.
+ *
+ * @example
+ * ```ts
+ * import { createRateLimiter, now, type RateLimiter, run } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * function* sendAll(limiter: RateLimiter, count: number) {
+ *   const sentAt: number[] = [];
+ *   for (let i = 0; i < count; i++) { yield* limiter.take(); sentAt.push(yield* now()); }
+ *   return sentAt;
+ * }
+ * const limiter = createRateLimiter({ perSecond: 10, burst: 2 });
+ * console.log(await run(() => sendAll(limiter, 5), { clock: createVirtualClock() })); // [0, 0, 100, 200, 300]
+ * ```
+ */
 export interface RateLimiter {
   readonly perSecond: number;
   readonly burst: number;

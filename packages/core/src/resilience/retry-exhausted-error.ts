@@ -4,7 +4,25 @@
  */
 import { isKeelError, KeelError } from "../errors.js";
 
-/** One attempt in a retry loop, for diagnosis. */
+/**
+ * One attempt in a retry loop, for diagnosis.
+ *
+ * @example
+ * ```ts
+ * import { type AttemptRecord, constant, isRetryExhaustedError, retry, run, sleep } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const show = (r: AttemptRecord) =>
+ *   `#${r.attempt} ${r.startedAt}-${r.endedAt}${r.delayMs === undefined ? "" : `, then ${r.delayMs} ms`}`;
+ * try {
+ *   await run(() => retry(function* down() {
+ *     yield* sleep(50);
+ *     throw Object.assign(new Error("503"), { status: 503 });
+ *   }, { attempts: 3, backoff: constant(100) }), { clock: createVirtualClock() });
+ * } catch (e) {
+ *   if (isRetryExhaustedError(e)) console.log(e.history.map(show)); // ["#1 0-50, then 100 ms", "#2 150-200, then 100 ms", "#3 300-350"]
+ * }
+ * ```
+ */
 export interface AttemptRecord {
   /** 1 for the original call. */
   readonly attempt: number;
@@ -16,7 +34,25 @@ export interface AttemptRecord {
   readonly delayReason?: "backoff" | "retry-after";
 }
 
-/** Why a retry loop gave up. */
+/**
+ * Why a retry loop gave up.
+ *
+ * @example
+ * ```ts
+ * import { constant, type GiveUpReason, isRetryExhaustedError, type RetryPolicy, retry, run, sleep } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * function* busy() { yield* sleep(100); throw Object.assign(new Error("busy"), { status: 503 }); }
+ * async function whyItGaveUp(policy: RetryPolicy): Promise<GiveUpReason | undefined> {
+ *   try {
+ *     await run(() => retry(busy, { backoff: constant(50), ...policy }), { clock: createVirtualClock() });
+ *   } catch (e) {
+ *     if (isRetryExhaustedError(e)) return e.reason;
+ *   }
+ *   return undefined;
+ * }
+ * console.log(await whyItGaveUp({ attempts: 3 }), await whyItGaveUp({ budgetMs: 200 })); // attempts budget
+ * ```
+ */
 export type GiveUpReason = "attempts" | "budget" | "deadline";
 
 /**
@@ -69,7 +105,23 @@ export class RetryExhaustedError extends KeelError {
   }
 }
 
-/** True for a {@link RetryExhaustedError}, across duplicate package copies. */
+/**
+ * True for a {@link RetryExhaustedError}, across duplicate package copies.
+ *
+ * @example
+ * ```ts
+ * import { constant, isRetryExhaustedError, retry, run } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * try {
+ *   await run(() => retry(function* connect() {
+ *     throw Object.assign(new Error("connect ETIMEDOUT"), { code: "ETIMEDOUT" });
+ *   }, { attempts: 2, backoff: constant(10) }), { clock: createVirtualClock() });
+ * } catch (e) {
+ *   // attempts 2 connect ETIMEDOUT
+ *   if (isRetryExhaustedError(e)) console.log(e.reason, e.attempts, (e.cause as Error).message);
+ * }
+ * ```
+ */
 export function isRetryExhaustedError(e: unknown): e is RetryExhaustedError {
   return isKeelError(e) && e.code === "KEEL_RETRY_EXHAUSTED";
 }

@@ -20,7 +20,29 @@ import {
 } from "./retry-exhausted-error.js";
 import { isTransient } from "./transient.js";
 
-/** What `retryOn` learns about the failed attempt. */
+/**
+ * What `retryOn` learns about the failed attempt.
+ *
+ * @example
+ * ```ts
+ * import { type AttemptInfo, constant, retry, run, sleep } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const seen: string[] = [];
+ * let calls = 0;
+ * const v = await run(() => retry(function* slowThenFast() {
+ *   yield* sleep(++calls === 1 ? 500 : 10);
+ *   return `attempt ${calls}`;
+ * }, {
+ *   perAttemptMs: 100,
+ *   backoff: constant(0),
+ *   retryOn: (_error, info: AttemptInfo) => {
+ *     seen.push(`attempt ${info.attempt} timedOut=${info.timedOut} after ${info.elapsedMs} ms`);
+ *     return info.timedOut; // retry only attempts cut by perAttemptMs
+ *   },
+ * }), { clock: createVirtualClock() });
+ * console.log(v, seen); // attempt 2 ["attempt 1 timedOut=true after 100 ms"]
+ * ```
+ */
 export interface AttemptInfo {
   readonly attempt: number;
   readonly elapsedMs: number;
@@ -28,14 +50,55 @@ export interface AttemptInfo {
   readonly timedOut: boolean;
 }
 
-/** What `onRetry` learns before each backoff sleep. */
+/**
+ * What `onRetry` learns before each backoff sleep.
+ *
+ * @example
+ * ```ts
+ * import { constant, type RetryInfo, retry, run } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const pauses: string[] = [];
+ * let calls = 0;
+ * await run(() => retry(function* flaky() {
+ *   calls++;
+ *   if (calls === 1) throw Object.assign(new Error("rate limited"), { status: 429, retryAfterMs: 1000 });
+ *   if (calls === 2) throw Object.assign(new Error("unavailable"), { status: 503 });
+ * }, {
+ *   backoff: constant(250),
+ *   onRetry: (info: RetryInfo) =>
+ *     pauses.push(`${(info.error as Error).message}: ${info.delayMs} ms (${info.delayReason})`),
+ * }), { clock: createVirtualClock() });
+ * console.log(pauses); // ["rate limited: 1000 ms (retry-after)", "unavailable: 250 ms (backoff)"]
+ * ```
+ */
 export interface RetryInfo extends AttemptInfo {
   readonly error: unknown;
   readonly delayMs: number;
   readonly delayReason: "backoff" | "retry-after";
 }
 
-/** How `retry` behaves. Every field is optional. */
+/**
+ * How `retry` behaves. Every field is optional.
+ *
+ * @example
+ * ```ts
+ * import { exponential, type RetryPolicy, retry, run, sleep } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const policy: RetryPolicy = {
+ *   attempts: 4,
+ *   budgetMs: 2000,
+ *   perAttemptMs: 300,
+ *   backoff: exponential({ baseMs: 100, jitter: "none" }),
+ * };
+ * const clock = createVirtualClock();
+ * let calls = 0;
+ * const quote = await run(() => retry(function* fetchQuote() {
+ *   if (++calls < 3) yield* sleep(1000); // the first two attempts hang and are cut at 300 ms
+ *   return `quote after ${calls} attempts`;
+ * }, policy), { clock });
+ * console.log(quote, clock.now()); // quote after 3 attempts 900
+ * ```
+ */
 export interface RetryPolicy {
   /** Total attempts, the first included (default 5). */
   attempts?: number;

@@ -7,13 +7,48 @@ import { currentTask, delegate } from "../kernel/current.js";
 import { checkOp, type Op, type Operation, type Suspension } from "../kernel/operation.js";
 import { scoped } from "../kernel/spawn.js";
 
-/** A held permit. */
+/**
+ * A held permit.
+ *
+ * @example
+ * ```ts
+ * import { createSemaphore, type Permit, run, sleep, spawn } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const clock = createVirtualClock();
+ * const pool = createSemaphore(1, { name: "pool" });
+ * await run(function* () {
+ *   const permit: Permit = yield* pool.acquire();
+ *   const second = yield* spawn(function* second() {
+ *     yield* pool.acquire(); // released when this task ends
+ *     console.log(`second got the permit at ${clock.now()}`); // second got the permit at 30
+ *   });
+ *   yield* sleep(30);
+ *   permit.release(); // early: this scope goes on without it
+ *   yield* second;
+ * }, { clock });
+ * console.log(pool.available); // 1
+ * ```
+ */
 export interface Permit {
   /** Gives the permit back early; idempotent. It is given back anyway when the holder's scope ends. */
   release(): void;
 }
 
-/** A counting semaphore with FIFO fairness. */
+/**
+ * A counting semaphore with FIFO fairness.
+ *
+ * @example
+ * ```ts
+ * import { all, createSemaphore, run, type Semaphore, sleep } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const clock = createVirtualClock();
+ * const db: Semaphore = createSemaphore(2, { name: "db" });
+ * const startedAt: number[] = [];
+ * const query = () => db.use(function* query() { startedAt.push(clock.now()); yield* sleep(100); });
+ * await run(() => all([query, query, query, query, query]), { clock });
+ * console.log(startedAt, db.available, db.waiting); // [0, 0, 100, 100, 200] 2 0
+ * ```
+ */
 export interface Semaphore {
   readonly name: string;
   readonly permits: number;

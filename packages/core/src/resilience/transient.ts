@@ -5,7 +5,15 @@
 import { isKeelError, isTimeoutError } from "../errors.js";
 import { isCancelled } from "../kernel/cancelled.js";
 
-/** HTTP statuses that mean "the service did not process this request; try again". */
+/**
+ * HTTP statuses that mean "the service did not process this request; try again".
+ *
+ * @example
+ * ```ts
+ * import { retryableStatuses } from "@keel/core";
+ * console.log([400, 404, 408, 429, 500, 501, 503].filter((s) => retryableStatuses.has(s))); // [408, 429, 500, 503]
+ * ```
+ */
 export const retryableStatuses: ReadonlySet<number> = new Set([408, 425, 429, 500, 502, 503, 504]);
 
 /** Error codes of network failures that a new attempt can cure. */

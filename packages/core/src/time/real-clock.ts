@@ -15,12 +15,25 @@ interface Timer {
  * step backwards). Timers live in one heap behind a single host timer, so every timer due at one
  * instant fires in registration order in one batch, before the task resumptions they cause, as on the
  * virtual clock.
+ *
+ * @example
+ * ```ts
+ * import { createRealClock, run, sleep } from "@keel/core";
+ * const clock = createRealClock();
+ * const cancel = clock.schedule(clock.now() + 60_000, () => console.log("never"));
+ * cancel(); // it never fires, and never keeps the process alive
+ * const started = clock.now();
+ * await run(() => sleep(20), { clock });
+ * console.log(clock.now() - started >= 20); // true
+ * ```
  */
 export function createRealClock(): Clock {
   const origin = performance.timeOrigin;
   const now = () => origin + performance.now();
   const heap: Timer[] = [];
   let seq = 0;
+  /** Invariant: the number of timers in the heap that are neither fired nor cancelled. */
+  let live = 0;
   let host: ReturnType<typeof setTimeout> | null = null;
   let hostAt = Infinity;
 
@@ -63,7 +76,7 @@ export function createRealClock(): Clock {
       hostAt = Infinity;
       return;
     }
-    if (host && hostAt === next.at) return;
+    if (host && hostAt <= next.at) return;
     if (host) clearTimeout(host);
     hostAt = next.at;
     host = setTimeout(fire, Math.max(0, Math.ceil(next.at - now())));
@@ -76,8 +89,10 @@ export function createRealClock(): Clock {
     while (heap.length > 0 && heap[0]!.at <= t) due.push(pop());
     for (const timer of due) {
       const fn = timer.fn;
+      if (!fn) continue;
       timer.fn = null;
-      fn?.();
+      live--;
+      fn();
     }
     arm();
   };
@@ -88,14 +103,26 @@ export function createRealClock(): Clock {
       const timer: Timer = { at, seq: seq++, fn };
       push(timer);
       arm();
+      live++;
       return () => {
+        if (timer.fn === null) return;
         timer.fn = null;
-        // Re-arm, so a cancelled timer never keeps the host timer (and the process) alive.
-        arm();
+        // A host timer armed for a cancelled one fires early and re-arms, which is harmless; only
+        // when no live timer is left must it go, so that it never keeps the process alive.
+        if (--live === 0) arm();
       };
     },
   };
 }
 
-/** The process-wide real clock that `run` uses when no clock is given. */
+/**
+ * The process-wide real clock that `run` uses when no clock is given.
+ *
+ * @example
+ * ```ts
+ * import { now, realClock, run } from "@keel/core";
+ * const t = await run(now); // without { clock }, a tree runs on realClock
+ * console.log(Math.abs(t - realClock.now()) < 1000, Math.abs(t - Date.now()) < 1000); // true true
+ * ```
+ */
 export const realClock: Clock = createRealClock();

@@ -3,7 +3,25 @@
  * @module
  */
 
-/** Header values a script may set; numbers are sent as their decimal text. */
+/**
+ * Header values a script may set; numbers are sent as their decimal text.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createHttpClient } from "@keel/core/http";
+ * import { createFaultServer, createVirtualClock, type HeaderValue } from "@keel/testing";
+ * const headers: Record<string, HeaderValue> = { "x-ratelimit-remaining": 0, "set-cookie": ["a=1", "b=2"] };
+ * const seen = await run(function* () {
+ *   const server = yield* createFaultServer({ "/": { status: 200, headers, body: "ok" } }, { connectHang: false });
+ *   const client = yield* createHttpClient({ baseUrl: server.url });
+ *   const res = yield* client.get("/");
+ *   yield* res.text();
+ *   return [res.headers["x-ratelimit-remaining"], res.headers["set-cookie"]];
+ * }, { clock: createVirtualClock() });
+ * console.log(seen); // ["0", ["a=1", "b=2"]]
+ * ```
+ */
 export type HeaderValue = string | number | readonly string[];
 
 /**

@@ -216,13 +216,14 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       bodyTimeout: 0,
     });
     let closed = false;
-    const open = () => {
+    const open = (plan: RequestPlan): RequestPlan => {
       if (closed)
         throw new KeelError("KEEL_CLIENT_CLOSED", "http client: used after the scope that created it ended");
+      return plan;
     };
     const request = (path: string, opts: RequestOptions = {}) =>
       performRequest(
-        planFor(base, agent, connections, clock, path, opts, "response"),
+        open(planFor(base, agent, connections, clock, path, opts, "response")),
       ) as Operation<HttpResponse>;
     const verb =
       (method: string) =>
@@ -236,18 +237,19 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       patch: verb("PATCH"),
       delete: verb("DELETE"),
       getJson: <T>(path: string, opts: Omit<RequestOptions, "method" | "expect"> = {}) =>
-        (open(),
         performRequest(
-          planFor(
-            base,
-            agent,
-            connections,
-            clock,
-            path,
-            { ...opts, method: "GET", expect: (s) => s >= 200 && s < 300 },
-            "json",
+          open(
+            planFor(
+              base,
+              agent,
+              connections,
+              clock,
+              path,
+              { ...opts, method: "GET", expect: (s) => s >= 200 && s < 300 },
+              "json",
+            ),
           ),
-        )) as Operation<T>,
+        ) as Operation<T>,
     };
     try {
       yield* provide(client);

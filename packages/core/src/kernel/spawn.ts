@@ -107,11 +107,14 @@ class SpawnIterator<T> implements Iterator<unknown, Task<T>, unknown> {
  * @example
  * ```ts
  * import { run, scoped, sleep, spawn } from "@keel/core";
- * await run(() => scoped(function* batch() {
- *   yield* spawn(function* heartbeat() { for (;;) yield* sleep(1000); });
+ * import { createVirtualClock } from "@keel/testing";
+ * let beats = 0;
+ * const result = await run(() => scoped(function* batch() {
+ *   yield* spawn(function* heartbeat() { for (;;) { yield* sleep(1000); beats++; } });
  *   yield* sleep(2500);
  *   return "done"; // heartbeat is cancelled and awaited here
- * }));
+ * }), { clock: createVirtualClock() });
+ * console.log(result, beats); // "done" 2
  * ```
  */
 export function scoped<T>(op: Op<T>): Operation<T> {

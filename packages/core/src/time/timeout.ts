@@ -44,12 +44,14 @@ export function timeout<T>(ms: number, op: Op<T>): Operation<T> {
  *
  * @example
  * ```ts
- * import { now, run, sleep, timeoutAt } from "@keel/core";
- * await run(function* handler() {
+ * import { now, remaining, run, sleep, timeoutAt } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const left = await run(function* handler() {
  *   const at = (yield* now()) + 2000; // one budget for both calls
  *   yield* timeoutAt(at, sleep(500));
- *   yield* timeoutAt(at, sleep(500)); // gets what is left: 1500 ms
- * });
+ *   return yield* timeoutAt(at, remaining); // the second call gets what is left
+ * }, { clock: createVirtualClock() });
+ * console.log(left); // 1500
  * ```
  * @throws `RangeError` for a NaN `at`; `TypeError` when `op` is not an operation.
  */

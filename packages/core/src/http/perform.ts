@@ -141,6 +141,7 @@ function* attempt(
       bodyIdleMs: timeouts.bodyIdleMs,
       totalDeadline,
       totalMs: timeouts.totalMs,
+      insideTotal: plan.mode === "json",
     });
     if (
       plan.mode === "json" &&

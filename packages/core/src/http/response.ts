@@ -59,6 +59,8 @@ export interface BodyLimits {
   readonly bodyIdleMs: number;
   readonly totalDeadline: number;
   readonly totalMs: number;
+  /** The read runs inside the request's own total scope already (getJson): no second one. */
+  readonly insideTotal: boolean;
 }
 
 export class HttpResponseImpl implements HttpResponse {
@@ -189,7 +191,7 @@ export class HttpResponseImpl implements HttpResponse {
         make: (i) => new HttpTimeoutError({ ...i, timeoutMs: bodyIdleMs, phase: "body", label }),
       });
     }
-    if (totalDeadline !== Infinity) {
+    if (totalDeadline !== Infinity && !this.limits.insideTotal) {
       inner = timeoutScope(inner, `${label} total`, () => totalDeadline, {
         make: (i) =>
           new HttpTimeoutError({

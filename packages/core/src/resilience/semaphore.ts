@@ -67,6 +67,8 @@ export interface Semaphore {
 
 interface Waiter {
   granted: boolean;
+  /** Left the queue (cancelled) before being granted: skipped when a permit is handed on. */
+  gone: boolean;
   wake: (() => void) | null;
 }
 
@@ -96,15 +98,32 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
   }
   const name = options.name ?? "semaphore";
   let available = permits;
-  const queue: Waiter[] = [];
+  // A FIFO as an array with a head index (shift is O(n)); cancelled waiters are marked gone and
+  // skipped rather than spliced out. Invariant: `waitingCount` counts the waiters not gone.
+  let queue: Waiter[] = [];
+  let head = 0;
+  let waitingCount = 0;
 
   const giveBack = () => {
-    const next = queue.shift();
-    if (next) {
+    while (head < queue.length) {
+      const next = queue[head++]!;
+      if (next.gone) continue;
+      waitingCount--;
       next.granted = true;
       next.wake?.();
-    } else {
-      available = Math.min(permits, available + 1);
+      compact();
+      return;
+    }
+    compact();
+    available = Math.min(permits, available + 1);
+  };
+  const compact = () => {
+    if (head === queue.length) {
+      queue = [];
+      head = 0;
+    } else if (head > 1024 && head * 2 > queue.length) {
+      queue = queue.slice(head);
+      head = 0;
     }
   };
 
@@ -122,7 +141,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
   const wait = (waiter: Waiter): Suspension<void> => ({
     kind: "suspend",
     get description() {
-      return `semaphore ${name}: ${queue.length} waiting`;
+      return `semaphore ${name}: ${waitingCount} waiting`;
     },
     interruptible: "normal",
     enter(resolve) {
@@ -133,8 +152,9 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
       waiter.wake = () => resolve({ ok: true, value: undefined });
       return () => {
         waiter.wake = null;
-        const i = queue.indexOf(waiter);
-        if (i >= 0) queue.splice(i, 1);
+        if (waiter.granted || waiter.gone) return;
+        waiter.gone = true;
+        waitingCount--;
       };
     },
   });
@@ -143,11 +163,12 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
     *[Symbol.iterator]() {
       const task = yield* currentTask(`semaphore ${name}: acquire()`);
       task.checkpoint();
-      if (available > 0 && queue.length === 0) {
+      if (available > 0 && waitingCount === 0) {
         available--;
       } else {
-        const waiter: Waiter = { granted: false, wake: null };
+        const waiter: Waiter = { granted: false, gone: false, wake: null };
         queue.push(waiter);
+        waitingCount++;
         try {
           yield wait(waiter);
         } catch (e) {
@@ -174,7 +195,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
       return available;
     },
     get waiting() {
-      return queue.length;
+      return waitingCount;
     },
     acquire,
     use<T>(op: Op<T>): Operation<T> {

@@ -35,6 +35,7 @@ export function createRealClock(): Clock {
   /** Invariant: the number of timers in the heap that are neither fired nor cancelled. */
   let live = 0;
   let host: ReturnType<typeof setTimeout> | null = null;
+  let immediate: ReturnType<typeof setImmediate> | null = null;
   let hostAt = Infinity;
 
   const less = (a: Timer, b: Timer) => a.at < b.at || (a.at === b.at && a.seq < b.seq);
@@ -67,22 +68,37 @@ export function createRealClock(): Clock {
     }
     return top;
   };
+  const compact = () => {
+    const keep = heap.filter((t) => t.fn !== null);
+    heap.length = 0;
+    for (const t of keep) push(t);
+  };
   const arm = () => {
     while (heap.length > 0 && heap[0]!.fn === null) pop();
     const next = heap[0];
     if (!next) {
-      if (host) clearTimeout(host);
-      host = null;
+      clearHost();
       hostAt = Infinity;
       return;
     }
-    if (host && hostAt <= next.at) return;
-    if (host) clearTimeout(host);
+    if ((host || immediate) && hostAt <= next.at) return;
+    clearHost();
     hostAt = next.at;
-    host = setTimeout(fire, Math.max(0, Math.ceil(next.at - now())));
+    const delay = next.at - now();
+    // A timer already due fires on the next turn: setTimeout would clamp 0 to 1 ms, which makes
+    // every `sleep(0)` (a zero backoff, say) cost a millisecond.
+    if (delay <= 0) immediate = setImmediate(fire);
+    else host = setTimeout(fire, Math.ceil(delay));
+  };
+  const clearHost = () => {
+    if (host) clearTimeout(host);
+    if (immediate) clearImmediate(immediate);
+    host = null;
+    immediate = null;
   };
   const fire = () => {
     host = null;
+    immediate = null;
     hostAt = Infinity;
     const t = now();
     const due: Timer[] = [];
@@ -107,6 +123,9 @@ export function createRealClock(): Clock {
       return () => {
         if (timer.fn === null) return;
         timer.fn = null;
+        // Cancelled timers stay in the heap until they reach its top; when they outnumber the live
+        // ones (a busy client cancelling a timeout per request), rebuild it without them.
+        if (heap.length > 1024 && heap.length > 4 * live) compact();
         // A host timer armed for a cancelled one fires early and re-arms, which is harmless; only
         // when no live timer is left must it go, so that it never keeps the process alive.
         if (--live === 0) arm();

@@ -65,7 +65,9 @@ export function all<const T extends readonly Op<unknown>[]>(ops: T): Operation<A
       const frame = task.pushFrame("all", `all(${ops.length})`);
       let outcome: Outcome<AllValues<T>>;
       try {
-        const children = ops.map((op, i) => spawnInto(frame, op, nameOf(op, `all[${i}]`)));
+        const children = ops.map((op, i) =>
+          spawnInto(frame, op, (typeof op === "function" && op.name) || `all[${i}]`),
+        );
         yield waitForAll(children);
         outcome = { ok: true, value: children.map((c) => childValue(c)) as AllValues<T> };
       } catch (error) {

@@ -61,7 +61,9 @@ export function race<const T extends readonly Op<unknown>[]>(ops: T): Operation<
       };
       let outcome: Outcome<OpValue<T[number]>>;
       try {
-        const children = ops.map((op, i) => spawnInto(frame, op, nameOf(op, `race[${i}]`)));
+        const children = ops.map((op, i) =>
+          spawnInto(frame, op, (typeof op === "function" && op.name) || `race[${i}]`),
+        );
         yield {
           kind: "suspend" as const,
           description: `race: ${children.length} running`,

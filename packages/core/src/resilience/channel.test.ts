@@ -12,20 +12,11 @@ import {
 } from "@keel/core";
 import { createHarness, type Harness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
+import { rejection } from "../../test/support/errors.js";
 
 /** The channel's books in one string. */
 function books(ch: Channel<unknown>): string {
   return `size ${ch.size}, senders ${ch.waiting.senders}, receivers ${ch.waiting.receivers}`;
-}
-
-/** Resolves with the error `task` rejects with (and fails if it resolves). */
-async function rejection(task: PromiseLike<unknown>): Promise<unknown> {
-  try {
-    await task;
-  } catch (e) {
-    return e;
-  }
-  throw new Error("expected the task to reject");
 }
 
 /** A root task that sleeps `at`, sends `value` and logs when the send returned. */

@@ -1,19 +1,7 @@
 import { forEachLimit, isCancelled, mapLimit, type Operation, sleep, TaskCancelledError } from "@keel/core";
 import { createHarness, type Harness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
-
-/** Log entries grouped by instant, in time order: entries at one instant compare as a set. */
-function byInstant(log: readonly string[]): Set<string>[] {
-  const groups: Set<string>[] = [];
-  let last: string | null = null;
-  for (const entry of log) {
-    const at = entry.slice(entry.lastIndexOf("@") + 1);
-    if (at !== last) groups.push(new Set());
-    last = at;
-    groups[groups.length - 1]!.add(entry);
-  }
-  return groups;
-}
+import { byInstant } from "../../test/support/log.js";
 
 /** An item function that sleeps `ms`, tracking how many run at once. */
 function tracked(h: Harness) {

@@ -9,16 +9,7 @@ import {
 } from "@keel/core";
 import { createHarness, type Harness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
-
-/** Resolves with the error `task` rejects with (and fails if it resolves). */
-async function rejection(task: PromiseLike<unknown>): Promise<unknown> {
-  try {
-    await task;
-  } catch (e) {
-    return e;
-  }
-  throw new Error("expected the task to reject");
-}
+import { rejection } from "../../test/support/errors.js";
 
 /** A root task that sleeps `at`, takes a token and logs `who took`. */
 function takerAt(h: Harness, limiter: RateLimiter, who: string, at: number): Task<void> {

@@ -114,6 +114,7 @@ export interface RetryPolicy {
   onRetry?: (info: RetryInfo) => void;
 }
 
+const NO_TIMEOUTS: WeakSet<object> = new WeakSet();
 const defaultBackoff = exponential({ baseMs: 200, factor: 2, maxMs: 3000, jitter: "full" });
 
 /**
@@ -174,7 +175,9 @@ export function retry<T>(op: Op<T>, policy: RetryPolicy = {}): Operation<T> {
       const outerDeadline = task.effectiveDeadline();
       const budgetDeadline = budgetMs === undefined ? Infinity : startedAt + budgetMs;
       const history: AttemptRecord[] = [];
-      const ownTimeouts = new WeakSet<object>();
+      // Only a loop with its own timeouts needs to recognise their errors.
+      const ownTimeouts =
+        budgetMs !== undefined || perAttemptMs !== undefined ? new WeakSet<object>() : NO_TIMEOUTS;
       const counter = { started: 0 };
       const loop = attemptLoop<T>({
         counter,
@@ -240,7 +243,7 @@ function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
       for (let attempt = 1; ; attempt++) {
         const attemptStart = clock.now();
         init.counter.started = attempt;
-        task.emit({ type: "retry:attempt", attempt, label });
+        if (task.runtime.listening) task.emit({ type: "retry:attempt", attempt, label });
         try {
           if (perAttemptMs === undefined) return yield* scoped(op);
           return yield* timeoutScope(

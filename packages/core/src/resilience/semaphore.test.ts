@@ -13,20 +13,11 @@ import {
 } from "@keel/core";
 import { createHarness, type Harness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
+import { rejection } from "../../test/support/errors.js";
 
 /** The semaphore's books in one string. */
 function books(sem: Semaphore): string {
   return `available ${sem.available}, waiting ${sem.waiting}`;
-}
-
-/** Resolves with the error `task` rejects with (and fails if it resolves). */
-async function rejection(task: PromiseLike<unknown>): Promise<unknown> {
-  try {
-    await task;
-  } catch (e) {
-    return e;
-  }
-  throw new Error("expected the task to reject");
 }
 
 /** A root task that sleeps `at`, then holds a permit of `sem` for `holdMs`, logging its grant. */

@@ -3,8 +3,8 @@
  * @module
  */
 import { invalidRange } from "../errors.js";
-import { currentTask, delegate } from "../kernel/current.js";
-import { checkOp, type Op, type Operation, type Suspension } from "../kernel/operation.js";
+import { delegate, taskOf } from "../kernel/current.js";
+import { CURRENT_TASK, checkOp, type Op, type Operation, type Suspension } from "../kernel/operation.js";
 import { scoped } from "../kernel/spawn.js";
 
 /**
@@ -97,6 +97,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
     throw invalidRange("createSemaphore(permits)", "a whole number ≥ 1", permits);
   }
   const name = options.name ?? "semaphore";
+  const acquireLabel = `semaphore ${name}: acquire()`;
   let available = permits;
   // A FIFO as an array with a head index (shift is O(n)); cancelled waiters are marked gone and
   // skipped rather than spliced out. Invariant: `waitingCount` counts the waiters not gone.
@@ -161,7 +162,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
 
   const acquire = (): Operation<Permit> => ({
     *[Symbol.iterator]() {
-      const task = yield* currentTask(`semaphore ${name}: acquire()`);
+      const task = taskOf(yield CURRENT_TASK, acquireLabel);
       task.checkpoint();
       if (available > 0 && waitingCount === 0) {
         available--;

@@ -26,7 +26,9 @@ import {
   until,
 } from "@keel/core";
 import { createFaultServer, createHarness, type FaultServer, type Harness } from "@keel/testing";
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { settle, socketBookkeeping } from "../../test/support/http.js";
+import type { Outcome } from "../../test/support/outcome.js";
 import { createHttpClient } from "./client.js";
 import { HttpError, isHttpError } from "./errors.js";
 
@@ -34,45 +36,7 @@ import { HttpError, isHttpError } from "./errors.js";
 // Bookkeeping helpers.
 
 const watched = ["TCPSocketWrap", "TCPServerWrap", "ConnectWrap", "TCPConnectWrap"];
-const handles = () => {
-  const counts: Record<string, number> = {};
-  for (const r of process.getActiveResourcesInfo()) if (watched.includes(r)) counts[r] = (counts[r] ?? 0) + 1;
-  return counts;
-};
-let baseline: Record<string, number> = {};
-beforeEach(async () => {
-  // A previous test's sockets may still be closing: let them finish first.
-  let last = "";
-  for (let i = 0; i < 50; i++) {
-    await new Promise((r) => setImmediate(r));
-    const now = JSON.stringify(handles());
-    if (now === last && i > 5) break;
-    last = now;
-  }
-  baseline = handles();
-});
-
-/** Lets real I/O callbacks run (node closes a destroyed socket's handle a turn later). */
-async function settle(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 2000 && !done(); i++) await new Promise((r) => setImmediate(r));
-}
-
-/** The leak check: no task, no timer, no server socket, no TCP handle left behind. */
-async function expectAllClosed(h: Harness, server: FaultServer): Promise<void> {
-  await h.expectClean();
-  await settle(() => JSON.stringify(handles()) === JSON.stringify(baseline));
-  expect(server.openSockets).toBe(0);
-  expect(server.connections.filter((c) => c.closedAt === null)).toEqual([]);
-  expect(handles()).toEqual(baseline);
-}
-
-interface Outcome<T> {
-  readonly ok: boolean;
-  readonly value?: T;
-  readonly error?: unknown;
-  readonly at: number;
-  readonly timers: number;
-}
+const { expectAllClosed } = socketBookkeeping(watched);
 
 /** Runs `op` and reports how and when it ended; a cancellation still propagates. */
 function* outcome<T>(h: Harness, op: Operation<T>): Operation<Outcome<T>> {

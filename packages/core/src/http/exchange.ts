@@ -36,6 +36,8 @@ export interface ExchangeInit {
   /** The key the client's clock holds use (the origin as `host:port`). */
   readonly holdKey: string;
   readonly connections: ConnectionBook;
+  /** Keep the body on the socket until it is read (a response handed to the caller). */
+  readonly holdBody: boolean;
 }
 
 export class Exchange {
@@ -58,7 +60,7 @@ export class Exchange {
   /** True from dispatch until the request reaches a socket, fails or is aborted. */
   private waitingForSocket = false;
 
-  constructor(private readonly init: ExchangeInit) {}
+  constructor(readonly init: ExchangeInit) {}
 
   start(): void {
     const { dispatcher, origin, path, method, headers, body, reset, clock, holdKey } = this.init;
@@ -93,8 +95,8 @@ export class Exchange {
           statusCode === 204 ||
           statusCode === 304 ||
           ex.headers["content-length"] === "0";
-        ex.paused = !empty;
-        return empty;
+        ex.paused = ex.init.holdBody && !empty;
+        return !ex.paused;
       },
       onData(chunk: Buffer) {
         ex.chunks.push(chunk);

@@ -40,6 +40,7 @@ import {
 import { createHttpClient, HttpError, HttpTimeoutError, type HttpTimeouts } from "@keel/core/http";
 import { createFaultServer, createHarness, type FaultServer, type RouteScript } from "@keel/testing";
 import { describe, expect, it } from "vitest";
+import { countHandles } from "../../test/support/http.js";
 
 const LIMITS: HttpTimeouts = { connectMs: 200, headersMs: 200, bodyIdleMs: 150, totalMs: 2000 };
 
@@ -594,9 +595,7 @@ function nameOf(row: Row, cell: Cell): string {
 
 const watched = ["TCPSocketWrap", "TCPWrap", "TCPServerWrap"];
 function handles(): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const r of process.getActiveResourcesInfo()) if (watched.includes(r)) counts[r] = (counts[r] ?? 0) + 1;
-  return counts;
+  return countHandles(watched);
 }
 function excessOver(before: Record<string, number>): string[] {
   return Object.entries(handles())

@@ -95,6 +95,8 @@ function* attempt(
     clock,
     holdKey: originKey(url.hostname, url.port, url.protocol),
     connections: plan.connections,
+    // getJson reads the body at once; a response handed over keeps it on the socket until read.
+    holdBody: plan.mode === "response",
   });
   if (task.effectiveDeadline() <= clock.now()) {
     // Spent, but its timer has not fired yet (blocking work ran past it): wait here for it, so the

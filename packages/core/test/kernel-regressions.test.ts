@@ -34,8 +34,8 @@ describe("kernel regressions found by the property tests", () => {
     // The whole subtree is bounded by one budget: the root's own finally is cut at once at 100.
     expect(h.log).toEqual(["child.fin@0", "root.fin@100"]);
     expect(h.eventsOf("cleanup:overrun").map((e) => [e.path, e.at])).toEqual([
-      ["root#" + t.id + "/child#" + (t.id + 1), 100],
-      ["root#" + t.id, 100],
+      [`root#${t.id}/child#${t.id + 1}`, 100],
+      [`root#${t.id}`, 100],
     ]);
     await h.expectClean();
   });

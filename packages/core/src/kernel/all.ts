@@ -7,7 +7,6 @@ import { currentTask } from "./current.js";
 import { exitFrame } from "./frame-exit.js";
 import {
   checkOp,
-  nameOf,
   type Op,
   type Operation,
   type OpValue,

@@ -6,7 +6,7 @@ import { invalidRange, invalidType } from "../errors.js";
 import type { CancelReason } from "./cancelled.js";
 import { currentTask } from "./current.js";
 import { exitFrame } from "./frame-exit.js";
-import { checkOp, nameOf, type Op, type Operation, type OpValue, type Outcome } from "./operation.js";
+import { checkOp, type Op, type Operation, type OpValue, type Outcome } from "./operation.js";
 import { spawnInto } from "./spawn.js";
 import type { TaskImpl } from "./task.js";
 

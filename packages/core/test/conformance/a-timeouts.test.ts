@@ -23,24 +23,9 @@ import {
 } from "@keel/core";
 import { createHarness, type Harness } from "@keel/testing";
 import { describe, expect, it, vi } from "vitest";
-
-/**
- * Compares a log with the expected entries: a string is one entry in order; an array is a group of
- * entries of different tasks at the same instant, compared as a set.
- */
-function expectLog(log: readonly string[], expected: ReadonlyArray<string | readonly string[]>): void {
-  const groups = expected.map((g) => (typeof g === "string" ? [g] : [...g]));
-  const actual: string[][] = [];
-  let i = 0;
-  for (const g of groups) {
-    actual.push(log.slice(i, i + g.length).sort());
-    i += g.length;
-  }
-  expect({ groups: actual, rest: log.slice(i) }, `log was ${JSON.stringify(log)}`).toEqual({
-    groups: groups.map((g) => [...g].sort()),
-    rest: [],
-  });
-}
+import { rejectionOf } from "../support/errors.js";
+import { scopeLabels } from "../support/events.js";
+import { expectLog } from "../support/log.js";
 
 /** The settle event of the task the harness saw start under `name`. */
 function settleOf(h: Harness, name: string) {
@@ -49,21 +34,6 @@ function settleOf(h: Harness, name: string) {
   const settled = h.eventsOf("task:settle").filter((e) => e.taskId === started[0]!.taskId);
   expect(settled, `settle events of ${name}`).toHaveLength(1);
   return settled[0]!;
-}
-
-/** What `await task` rejected with (fails the test if it resolved). */
-async function rejectionOf(task: PromiseLike<unknown>): Promise<unknown> {
-  return task.then(
-    (value) => {
-      throw new Error(`expected a rejection, got the value ${String(value)}`);
-    },
-    (error: unknown) => error,
-  );
-}
-
-/** Labels of the scopes named by events of a type that carries a scope. */
-function scopeLabels(h: Harness, type: "timeout:fire" | "timeout:superseded"): string[] {
-  return h.eventsOf(type).map((e) => e.scope.label);
 }
 
 const limits: ReadonlyArray<[string, <T>(op: Op<T>) => Operation<T>]> = [

@@ -17,29 +17,8 @@ import {
 } from "@keel/core";
 import { createHarness, type Harness } from "@keel/testing";
 import { describe, expect, it, vi } from "vitest";
-
-/**
- * Compares a log with the expected entries: a string is one entry in order; an array is a group of
- * entries of different tasks at the same instant, compared as a set.
- */
-function expectLog(log: readonly string[], expected: ReadonlyArray<string | readonly string[]>): void {
-  const groups = expected.map((g) => (typeof g === "string" ? [g] : [...g]));
-  const actual: string[][] = [];
-  let i = 0;
-  for (const g of groups) {
-    actual.push(log.slice(i, i + g.length).sort());
-    i += g.length;
-  }
-  expect({ groups: actual, rest: log.slice(i) }, `log was ${JSON.stringify(log)}`).toEqual({
-    groups: groups.map((g) => [...g].sort()),
-    rest: [],
-  });
-}
-
-/** Labels of the scopes named by events of a type that carries a scope. */
-function scopeLabels(h: Harness, type: "timeout:fire" | "timeout:superseded"): string[] {
-  return h.eventsOf(type).map((e) => e.scope.label);
-}
+import { scopeLabels } from "../support/events.js";
+import { expectLog } from "../support/log.js";
 
 /** Events that name the scope labelled `label`, in any role. */
 function eventsNamingScope(h: Harness, label: string) {

@@ -21,20 +21,9 @@ import {
 } from "@keel/core";
 import { createHarness, type Harness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
-
-/** Calls `task.cancel(message)` at virtual time `at`; resolves with the time its future settles. */
-function cancelAt(h: Harness, task: Task<unknown>, at: number, message?: string): Promise<number> {
-  return new Promise((resolve) => {
-    h.clock.schedule(at, () => {
-      task.cancel(message).then(() => resolve(h.clock.now()));
-    });
-  });
-}
-
-/** Runs `fn` at virtual time `at` (a timer registered now, so it fires before later-registered ones). */
-function atTime(h: Harness, at: number, fn: () => void): void {
-  h.clock.schedule(at, fn);
-}
+import { rejection } from "../support/errors.js";
+import { settleOfTask } from "../support/events.js";
+import { atTime, cancelAt } from "../support/timing.js";
 
 /** Log entries grouped by instant, each group sorted: entries of different tasks at one instant are a set. */
 function byInstant(log: readonly string[]): string[][] {
@@ -47,22 +36,6 @@ function byInstant(log: readonly string[]): string[][] {
     last = at;
   }
   return groups.map((g) => [...g].sort());
-}
-
-/** Resolves with the error `task` rejects with (and fails if it resolves). */
-async function rejection(task: PromiseLike<unknown>): Promise<unknown> {
-  try {
-    await task;
-  } catch (e) {
-    return e;
-  }
-  throw new Error("expected the task to reject");
-}
-
-function settleOf(h: Harness, task: Task<unknown>) {
-  const settles = h.eventsOf("task:settle").filter((e) => e.taskId === task.id);
-  expect(settles).toHaveLength(1);
-  return settles[0]!;
 }
 
 describe("C. cancellation: delivery, propagation, outcomes", () => {
@@ -101,12 +74,12 @@ describe("C. cancellation: delivery, propagation, outcomes", () => {
     );
     expect(states).toEqual(["running@19", "cancelling@20", "cancelling@25", "cancelling@29"]);
     expect(P.state).toBe("cancelled");
-    expect(settleOf(h, P).at).toBe(30);
+    expect(settleOfTask(h, P).at).toBe(30);
     const [C1, C2] = children;
     expect(C1!.state).toBe("cancelled");
     expect(C2!.state).toBe("cancelled");
-    expect(settleOf(h, C1!).at).toBe(25);
-    expect(settleOf(h, C2!).at).toBe(30);
+    expect(settleOfTask(h, C1!).at).toBe(25);
+    expect(settleOfTask(h, C2!).at).toBe(30);
     expect(await rejection(P)).toBeInstanceOf(TaskCancelledError);
     await h.expectClean();
   });
@@ -146,7 +119,7 @@ describe("C. cancellation: delivery, propagation, outcomes", () => {
     expect((seen as Cancelled).reason.kind).toBe("cancel");
     expect(states).toEqual(["cancelling@10.5"]);
     expect(T.state).toBe("cancelled");
-    expect(settleOf(h, T).at).toBe(11);
+    expect(settleOfTask(h, T).at).toBe(11);
     const err = await rejection(T);
     expect(err).toBeInstanceOf(TaskCancelledError);
     expect(joined).toBeInstanceOf(TaskCancelledError);
@@ -174,7 +147,7 @@ describe("C. cancellation: delivery, propagation, outcomes", () => {
     expect(await rejection(task)).toBeInstanceOf(TaskCancelledError);
     expect(h.log).toEqual(["fin@3"]);
     expect(task.state).toBe("cancelled");
-    expect(settleOf(h, task).at).toBe(3);
+    expect(settleOfTask(h, task).at).toBe(3);
     await h.expectClean();
   });
 
@@ -202,7 +175,7 @@ describe("C. cancellation: delivery, propagation, outcomes", () => {
     expect(h.log).toEqual(["sync@3", "fin@3"]);
     expect(isCancelled(atSleep)).toBe(true);
     expect(task.state).toBe("cancelled");
-    expect(settleOf(h, task).at).toBe(3);
+    expect(settleOfTask(h, task).at).toBe(3);
     await h.expectClean();
   });
 
@@ -225,7 +198,7 @@ describe("C. cancellation: delivery, propagation, outcomes", () => {
 
     expect(await rejection(root)).toBe(moo);
     expect(root.state).toBe("failed");
-    expect(settleOf(h, root).at).toBe(1);
+    expect(settleOfTask(h, root).at).toBe(1);
     const c = child!;
     const requests = h.eventsOf("cancel:request").filter((e) => e.taskId === c.id);
     expect(requests).toHaveLength(1);
@@ -233,7 +206,7 @@ describe("C. cancellation: delivery, propagation, outcomes", () => {
     expect(requests[0]!.at).toBe(1);
     expect(c.state).toBe("failed");
     expect(await rejection(c)).toBe(moo);
-    const childSettle = settleOf(h, c);
+    const childSettle = settleOfTask(h, c);
     expect(childSettle.at).toBe(1);
     expect(childSettle.state).toBe("failed");
     const replaced = h.eventsOf("cancel:replaced").filter((e) => e.taskId === c.id);
@@ -272,9 +245,9 @@ describe("C. cancellation: delivery, propagation, outcomes", () => {
     expect(h.log).toEqual(["saw:child-failed@5", "didRun@25"]);
     expect(states).toEqual(["running@4", "cancelling@5", "cancelling@15", "cancelling@24"]);
     expect(parent.state).toBe("failed");
-    expect(settleOf(h, parent).at).toBe(25);
+    expect(settleOfTask(h, parent).at).toBe(25);
     expect(willBoom!.state).toBe("failed");
-    expect(settleOf(h, willBoom!).at).toBe(5);
+    expect(settleOfTask(h, willBoom!).at).toBe(5);
     await h.expectClean();
   });
 
@@ -320,7 +293,7 @@ describe("C. cancellation: delivery, propagation, outcomes", () => {
     expect(isCancelled(cut)).toBe(true);
     expect((cut as Cancelled).reason.kind).toBe("cleanup-overrun");
     expect(T.state).toBe("cancelled");
-    expect(settleOf(h, T).at).toBe(5010);
+    expect(settleOfTask(h, T).at).toBe(5010);
     const overruns = h.eventsOf("cleanup:overrun");
     expect(overruns).toHaveLength(1);
     expect(overruns[0]).toMatchObject({ path: T.path, taskId: T.id, waitingOn: "suspend()", at: 5010 });
@@ -354,7 +327,7 @@ describe("C. cancellation: delivery, propagation, outcomes", () => {
     expect(h.log).toEqual(["cut@210"]);
     expect((cut as Cancelled).reason.kind).toBe("cleanup-overrun");
     expect(T.state).toBe("cancelled");
-    expect(settleOf(h, T).at).toBe(210);
+    expect(settleOfTask(h, T).at).toBe(210);
     const overruns = h.eventsOf("cleanup:overrun");
     expect(overruns).toHaveLength(1);
     expect(overruns[0]).toMatchObject({ path: T.path, waitingOn: "suspend()", at: 210 });
@@ -422,7 +395,7 @@ describe("C. cancellation: delivery, propagation, outcomes", () => {
     expect(await cancelAt(h, T, 10)).toBe(60);
     expect(h.log).toEqual(["flushA@40", "flushB@60"]);
     expect(T.state).toBe("cancelled");
-    expect(settleOf(h, T).at).toBe(60);
+    expect(settleOfTask(h, T).at).toBe(60);
     const flushes = h
       .eventsOf("task:settle")
       .filter((e) => /flush[AB]#\d+$/.test(e.path))

@@ -18,38 +18,11 @@ import {
   TimeoutError,
   timeout,
 } from "@keel/core";
-import { createHarness, type Harness } from "@keel/testing";
+import { createHarness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
-
-/** Calls `task.cancel(message)` at virtual time `at`; resolves with the time its future settles. */
-function cancelAt(h: Harness, task: Task<unknown>, at: number, message?: string): Promise<number> {
-  return new Promise((resolve) => {
-    h.clock.schedule(at, () => {
-      task.cancel(message).then(() => resolve(h.clock.now()));
-    });
-  });
-}
-
-/** Runs `fn` at virtual time `at` (a timer registered now, so it fires before later-registered ones). */
-function atTime(h: Harness, at: number, fn: () => void): void {
-  h.clock.schedule(at, fn);
-}
-
-/** Resolves with the error `task` rejects with (and fails if it resolves). */
-async function rejection(task: PromiseLike<unknown>): Promise<unknown> {
-  try {
-    await task;
-  } catch (e) {
-    return e;
-  }
-  throw new Error("expected the task to reject");
-}
-
-function settleOf(h: Harness, task: Task<unknown>) {
-  const settles = h.eventsOf("task:settle").filter((e) => e.taskId === task.id);
-  expect(settles).toHaveLength(1);
-  return settles[0]!;
-}
+import { rejection } from "../support/errors.js";
+import { settleOfTask } from "../support/events.js";
+import { atTime, cancelAt } from "../support/timing.js";
 
 describe("D. bounded cleanup", () => {
   it("30: a timeout opened inside finally still converts while the task is being cancelled", async () => {
@@ -80,7 +53,7 @@ describe("D. bounded cleanup", () => {
     expect((caught as TimeoutError).timeoutMs).toBe(50);
     expect(counts).toEqual(["1@30", "2@60", "1@catch"]);
     expect(task.state).toBe("cancelled");
-    expect(settleOf(h, task).at).toBe(60);
+    expect(settleOfTask(h, task).at).toBe(60);
     await h.expectClean();
   });
 
@@ -172,8 +145,8 @@ describe("D. bounded cleanup", () => {
     expect(h.log).toEqual(["goodbye.aborted@5010"]);
     expect(R.state).toBe("cancelled");
     expect(root.state).toBe("cancelled");
-    expect(settleOf(h, R).at).toBe(5010);
-    expect(settleOf(h, root).at).toBe(5010);
+    expect(settleOfTask(h, R).at).toBe(5010);
+    expect(settleOfTask(h, root).at).toBe(5010);
     const overruns = h.eventsOf("cleanup:overrun");
     expect(overruns).toHaveLength(1);
     expect(overruns[0]).toMatchObject({ path: R.path, waitingOn: "call(sendGoodbye)", at: 5010 });
@@ -226,9 +199,9 @@ describe("D. bounded cleanup", () => {
     expect(abandon.at).toBeGreaterThanOrEqual(5010);
     expect(abandon.at).toBeLessThanOrEqual(10010);
     expect(R.state).toBe("cancelled");
-    expect(settleOf(h, R).at).toBe(abandon.at);
+    expect(settleOfTask(h, R).at).toBe(abandon.at);
     expect(root.state).toBe("cancelled");
-    expect(settleOf(h, root).at).toBe(abandon.at);
+    expect(settleOfTask(h, root).at).toBe(abandon.at);
     expect(settledAt).toBe(abandon.at);
     expect(await rejection(R)).toBeInstanceOf(TaskCancelledError);
 
@@ -314,7 +287,7 @@ describe("D. bounded cleanup", () => {
     expect(caught).toBeInstanceOf(TimeoutError);
     expect((caught as TimeoutError).timeoutMs).toBe(1000);
     expect((caught as TimeoutError).elapsedMs).toBe(1200);
-    expect(settleOf(h, root).at).toBe(1200);
+    expect(settleOfTask(h, root).at).toBe(1200);
     await h.expectClean();
   });
 
@@ -346,7 +319,7 @@ describe("D. bounded cleanup", () => {
     expect(await cancelAt(h, task, 10)).toBe(25);
     expect(h.log).toEqual(["bye-sent@15", "B.close@20", "A.close@25"]);
     expect(task.state).toBe("cancelled");
-    expect(settleOf(h, task).at).toBe(25);
+    expect(settleOfTask(h, task).at).toBe(25);
     await h.expectClean();
   });
 

@@ -3,55 +3,22 @@
  */
 import {
   call,
-  isCancelled,
   shield,
   sleep,
   snapshot,
   spawn,
   suspend,
-  type Task,
   TaskCancelledError,
   type TaskSnapshot,
   TimeoutError,
   timeout,
 } from "@keel/core";
-import { createHarness, type Harness } from "@keel/testing";
+import { createHarness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
-
-/** Log entries grouped by instant, in time order: entries at one instant compare as a set. */
-function byInstant(log: readonly string[]): Set<string>[] {
-  const groups: Set<string>[] = [];
-  let last: string | null = null;
-  for (const entry of log) {
-    const at = entry.slice(entry.lastIndexOf("@") + 1);
-    if (at !== last) groups.push(new Set());
-    last = at;
-    groups[groups.length - 1]!.add(entry);
-  }
-  return groups;
-}
-
-/** What a `catch` saw, in one word: `Cancelled`, or the error's name. */
-function kindOf(e: unknown): string {
-  if (isCancelled(e)) return "Cancelled";
-  return e instanceof Error ? e.name : String(e);
-}
-
-/** The settle event of the one task named `name`. */
-function settleOf(h: Harness, name: string) {
-  const starts = h.eventsOf("task:start").filter((e) => e.name === name);
-  expect(starts, `tasks named ${name}`).toHaveLength(1);
-  return h.eventsOf("task:settle").find((e) => e.taskId === starts[0]!.taskId);
-}
-
-/** A root task that cancels `task` at `at` and logs `<name>.cancel settled` when the future settles. */
-function cancelAt(h: Harness, task: Task<unknown>, at: number): Task<void> {
-  return h.run(function* canceller() {
-    yield* sleep(at);
-    yield* task.cancel();
-    h.mark(`${task.name}.cancel settled`);
-  });
-}
+import { kindOf } from "../support/errors.js";
+import { settleOfNamed } from "../support/events.js";
+import { byInstant } from "../support/log.js";
+import { cancellerAt } from "../support/timing.js";
 
 /** Collects unhandled rejections while a test runs. */
 function trackUnhandledRejections(): { readonly seen: unknown[]; stop(): void } {
@@ -80,7 +47,7 @@ describe("E. Shield", () => {
         h.mark("P.fin");
       }
     });
-    cancelAt(h, p, 100);
+    cancellerAt(h, p, 100);
 
     await expect(p).rejects.toBeInstanceOf(TaskCancelledError);
 
@@ -89,7 +56,7 @@ describe("E. Shield", () => {
     );
     expect(h.log.indexOf("shield threw Cancelled@300")).toBeLessThan(h.log.indexOf("P.fin@300"));
     expect(p.state).toBe("cancelled");
-    expect(settleOf(h, "P")).toMatchObject({ state: "cancelled", at: 300 });
+    expect(settleOfNamed(h, "P")).toMatchObject({ state: "cancelled", at: 300 });
     const delays = h.eventsOf("shield:delay");
     expect(delays).toHaveLength(1);
     expect(delays[0]).toMatchObject({ taskId: p.id, at: 300, delayedMs: 200 });
@@ -116,7 +83,7 @@ describe("E. Shield", () => {
         h.mark("P.fin");
       }
     });
-    cancelAt(h, p, 100);
+    cancellerAt(h, p, 100);
 
     await expect(p).rejects.toBeInstanceOf(TaskCancelledError);
 
@@ -152,7 +119,7 @@ describe("E. Shield", () => {
         throw e;
       }
     });
-    cancelAt(h, p, 10);
+    cancellerAt(h, p, 10);
 
     await expect(p).rejects.toBeInstanceOf(TaskCancelledError);
 
@@ -161,7 +128,7 @@ describe("E. Shield", () => {
     );
     expect(h.log.indexOf("c:cancelled@50")).toBeLessThan(h.log.indexOf("P:Cancelled@50"));
     expect(p.state).toBe("cancelled");
-    expect(settleOf(h, "P")).toMatchObject({ state: "cancelled", at: 50 });
+    expect(settleOfNamed(h, "P")).toMatchObject({ state: "cancelled", at: 50 });
     await h.expectClean();
   });
 
@@ -234,7 +201,7 @@ describe("E. Shield", () => {
         children: [{ name: "work", state: "running", waitingOn: "sleep(100)", children: [] }],
       });
     }
-    expect(settleOf(h, "work")).toMatchObject({ state: "completed", at: 100 });
+    expect(settleOfNamed(h, "work")).toMatchObject({ state: "completed", at: 100 });
     await h.expectClean();
   });
 
@@ -293,7 +260,7 @@ describe("E. Shield", () => {
         h.mark("P.fin");
       }
     });
-    cancelAt(h, p, 100);
+    cancellerAt(h, p, 100);
 
     await expect(p).rejects.toBeInstanceOf(TaskCancelledError);
 
@@ -326,7 +293,7 @@ describe("E. Shield", () => {
         h.mark("P.fin");
       }
     });
-    cancelAt(h, p, 100);
+    cancellerAt(h, p, 100);
 
     await expect(p).rejects.toBeInstanceOf(TaskCancelledError);
 
@@ -335,7 +302,7 @@ describe("E. Shield", () => {
     );
     expect(h.log.indexOf("commit.fin@2000")).toBeLessThan(h.log.indexOf("shield threw Cancelled@2000"));
     expect(p.state).toBe("cancelled");
-    expect(settleOf(h, "P")).toMatchObject({ state: "cancelled", at: 2000 });
+    expect(settleOfNamed(h, "P")).toMatchObject({ state: "cancelled", at: 2000 });
     await h.expectClean();
   });
 
@@ -393,7 +360,7 @@ describe("E. Shield", () => {
       }
       yield* suspend();
     });
-    cancelAt(h, root, 1000);
+    cancellerAt(h, root, 1000);
     const snaps: TaskSnapshot[] = [];
     h.run(function* observer() {
       yield* sleep(1001);
@@ -467,13 +434,13 @@ describe("E. Shield", () => {
       }
       h.mark("after");
     });
-    cancelAt(h, t, 10);
+    cancellerAt(h, t, 10);
 
     await expect(t).rejects.toBeInstanceOf(TaskCancelledError);
 
     expect(byInstant(h.log)).toEqual(byInstant(["between@60", "done@110", "T.cancel settled@110"]));
     expect(t.state).toBe("cancelled");
-    expect(settleOf(h, "T")).toMatchObject({ state: "cancelled", at: 110 });
+    expect(settleOfNamed(h, "T")).toMatchObject({ state: "cancelled", at: 110 });
     await h.expectClean();
   });
 });

@@ -16,45 +16,15 @@ import {
 } from "@keel/core";
 import { createHarness, type Harness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
-
-/** Log entries grouped by instant, in time order: entries at one instant compare as a set. */
-function byInstant(log: readonly string[]): Set<string>[] {
-  const groups: Set<string>[] = [];
-  let last: string | null = null;
-  for (const entry of log) {
-    const at = entry.slice(entry.lastIndexOf("@") + 1);
-    if (at !== last) groups.push(new Set());
-    last = at;
-    groups[groups.length - 1]!.add(entry);
-  }
-  return groups;
-}
+import { suppressedOf } from "../support/errors.js";
+import { settleOfNamed } from "../support/events.js";
+import { byInstant } from "../support/log.js";
+import { cancellerAt } from "../support/timing.js";
 
 /** What a `catch` saw, in one word: `Cancelled`, or the error's name or message. */
 function kindOf(e: unknown): string {
   if (isCancelled(e)) return "Cancelled";
   return e instanceof Error ? e.message : String(e);
-}
-
-/** The settle event of the one task named `name`. */
-function settleOf(h: Harness, name: string) {
-  const starts = h.eventsOf("task:start").filter((e) => e.name === name);
-  expect(starts, `tasks named ${name}`).toHaveLength(1);
-  return h.eventsOf("task:settle").find((e) => e.taskId === starts[0]!.taskId);
-}
-
-/** A root task that cancels `task` at `at` and logs `<name>.cancel settled` when the future settles. */
-function cancelAt(h: Harness, task: Task<unknown>, at: number): Task<void> {
-  return h.run(function* canceller() {
-    yield* sleep(at);
-    yield* task.cancel();
-    h.mark(`${task.name}.cancel settled`);
-  });
-}
-
-/** The `suppressed` list attached to an error, or `[]`. */
-function suppressedOf(e: unknown): unknown[] {
-  return ((e as { suppressed?: unknown[] }).suppressed ?? []).slice();
 }
 
 describe("F. Groups: scoped, all, race", () => {
@@ -87,8 +57,8 @@ describe("F. Groups: scoped, all, race", () => {
 
     expect(h.log).toEqual(["B.start@100", "B.done@120", "all threw@120"]);
     expect(caught).toBe(e);
-    expect(settleOf(h, "A")).toMatchObject({ state: "failed", at: 100 });
-    expect(settleOf(h, "B")).toMatchObject({ state: "cancelled", at: 120 });
+    expect(settleOfNamed(h, "A")).toMatchObject({ state: "failed", at: 100 });
+    expect(settleOfNamed(h, "B")).toMatchObject({ state: "cancelled", at: 120 });
     await h.expectClean();
   });
 
@@ -121,7 +91,7 @@ describe("F. Groups: scoped, all, race", () => {
 
       expect(rejection).toBe(e);
       expect(h.clock.now()).toBe(100);
-      expect(settleOf(h, "B")).toMatchObject({ state: "cancelled", at: 100 });
+      expect(settleOfNamed(h, "B")).toMatchObject({ state: "cancelled", at: 100 });
       expect(h.clock.pendingTimerInstants).not.toContain(500);
       h.clock.advance(1000);
       expect(h.log).toEqual([]);
@@ -211,7 +181,7 @@ describe("F. Groups: scoped, all, race", () => {
 
     expect(got).toBe("a");
     expect(h.log).toEqual(["B.fin@100", "race returned@130"]);
-    expect(settleOf(h, "B")).toMatchObject({ state: "cancelled", at: 130 });
+    expect(settleOfNamed(h, "B")).toMatchObject({ state: "cancelled", at: 130 });
     await h.expectClean();
   });
 
@@ -243,8 +213,8 @@ describe("F. Groups: scoped, all, race", () => {
 
     expect(h.log).toEqual(["B.fin@100", "race threw@100"]);
     expect(caught).toBe(e);
-    expect(settleOf(h, "A")).toMatchObject({ state: "failed", at: 100 });
-    expect(settleOf(h, "B")).toMatchObject({ state: "cancelled", at: 100 });
+    expect(settleOfNamed(h, "A")).toMatchObject({ state: "failed", at: 100 });
+    expect(settleOfNamed(h, "B")).toMatchObject({ state: "cancelled", at: 100 });
     await h.expectClean();
   });
 
@@ -281,8 +251,8 @@ describe("F. Groups: scoped, all, race", () => {
     expect(byInstant(h.log)).toEqual(byInstant(["t1.fin@100", "t2.fin@100", "scoped threw@100"]));
     expect(h.log[2]).toBe("scoped threw@100");
     expect(caught).toBe(zeroDiv);
-    expect(settleOf(h, "t1")).toMatchObject({ state: "cancelled", at: 100 });
-    expect(settleOf(h, "t2")).toMatchObject({ state: "cancelled", at: 100 });
+    expect(settleOfNamed(h, "t1")).toMatchObject({ state: "cancelled", at: 100 });
+    expect(settleOfNamed(h, "t2")).toMatchObject({ state: "cancelled", at: 100 });
     await h.expectClean();
   });
 
@@ -318,8 +288,8 @@ describe("F. Groups: scoped, all, race", () => {
     // The children were cancelled before their first turn, so none of their code ran (semantics §2).
     expect(h.log).toEqual(["scoped threw@0"]);
     expect(caught).toBe(zeroDiv);
-    expect(settleOf(h, "t1")).toMatchObject({ state: "cancelled", at: 0 });
-    expect(settleOf(h, "t2")).toMatchObject({ state: "cancelled", at: 0 });
+    expect(settleOfNamed(h, "t1")).toMatchObject({ state: "cancelled", at: 0 });
+    expect(settleOfNamed(h, "t2")).toMatchObject({ state: "cancelled", at: 0 });
     await h.expectClean();
   });
 
@@ -368,9 +338,9 @@ describe("F. Groups: scoped, all, race", () => {
     expect(suppressedOf(e1)).toEqual([]);
     expect(h.eventsOf("error:suppressed")).toEqual([]);
     for (const name of ["c2", "c3", "D"]) {
-      expect(settleOf(h, name), name).toMatchObject({ state: "cancelled", at: 100 });
+      expect(settleOfNamed(h, name), name).toMatchObject({ state: "cancelled", at: 100 });
     }
-    expect(settleOf(h, "c1")).toMatchObject({ state: "failed", at: 100 });
+    expect(settleOfNamed(h, "c1")).toMatchObject({ state: "failed", at: 100 });
     expect(t.state).toBe("failed");
     await h.expectClean();
   });
@@ -404,7 +374,7 @@ describe("F. Groups: scoped, all, race", () => {
 
     expect(h.log).toEqual(["t1 cancelled@150", "scoped returned@200"]);
     expect(got).toBe(11);
-    expect(settleOf(h, "t1")).toMatchObject({ state: "cancelled", at: 150 });
+    expect(settleOfNamed(h, "t1")).toMatchObject({ state: "cancelled", at: 150 });
     expect(h.eventsOf("cancel:request").filter((e) => e.reason.kind === "child-failed")).toEqual([]);
     expect(joinError).toBeInstanceOf(TaskCancelledError);
     await h.expectClean();
@@ -442,8 +412,8 @@ describe("F. Groups: scoped, all, race", () => {
     expect(h.log).toEqual(["inner threw valueErr@100", "outer threw valueErr@100"]);
     expect(caught).toBe(valueErr);
     expect(suppressedOf(valueErr)).toEqual([]);
-    expect(settleOf(h, "c1")).toMatchObject({ state: "cancelled", at: 100 });
-    expect(settleOf(h, "c2")).toMatchObject({ state: "failed", at: 100 });
+    expect(settleOfNamed(h, "c1")).toMatchObject({ state: "cancelled", at: 100 });
+    expect(settleOfNamed(h, "c2")).toMatchObject({ state: "failed", at: 100 });
     await h.expectClean();
   });
 
@@ -491,7 +461,7 @@ describe("F. Groups: scoped, all, race", () => {
     expect(h.log[2]).toBe("outer threw valueErr@100");
     expect(caught).toBe(valueErr);
     expect(suppressedOf(valueErr)).toEqual([]);
-    expect(settleOf(h, "c2")).toMatchObject({ state: "cancelled", at: 100 });
+    expect(settleOfNamed(h, "c2")).toMatchObject({ state: "cancelled", at: 100 });
     await h.expectClean();
   });
 
@@ -517,13 +487,13 @@ describe("F. Groups: scoped, all, race", () => {
       });
       h.mark("after");
     });
-    cancelAt(h, r, 100);
+    cancellerAt(h, r, 100);
 
     await expect(r).rejects.toBeInstanceOf(TaskCancelledError);
 
     expect(byInstant(h.log)).toEqual(byInstant(["saw:cancel@100", "r.fin done@600", "r.cancel settled@600"]));
-    expect(settleOf(h, "crash")).toMatchObject({ state: "cancelled", at: 100 });
-    expect(settleOf(h, "r")).toMatchObject({ state: "cancelled", at: 600 });
+    expect(settleOfNamed(h, "crash")).toMatchObject({ state: "cancelled", at: 100 });
+    expect(settleOfNamed(h, "r")).toMatchObject({ state: "cancelled", at: 600 });
     expect(r.state).toBe("cancelled");
     await h.expectClean();
   });
@@ -544,7 +514,7 @@ describe("F. Groups: scoped, all, race", () => {
 
     expect(got).toBe(1);
     expect(h.log).toEqual(["op returned@0"]);
-    expect(settleOf(h, "child")).toMatchObject({ state: "cancelled", at: 0 });
+    expect(settleOfNamed(h, "child")).toMatchObject({ state: "cancelled", at: 0 });
     await h.expectClean();
   });
 
@@ -565,7 +535,7 @@ describe("F. Groups: scoped, all, race", () => {
 
     expect(got).toBe(1);
     expect(byInstant(h.log)).toEqual(byInstant(["child@20", "op returned@20"]));
-    expect(settleOf(h, "child")).toMatchObject({ state: "completed", at: 20 });
+    expect(settleOfNamed(h, "child")).toMatchObject({ state: "completed", at: 20 });
     await h.expectClean();
   });
 
@@ -585,7 +555,7 @@ describe("F. Groups: scoped, all, race", () => {
 
     expect(got).toEqual([1]);
     expect(byInstant(h.log)).toEqual(byInstant(["child@20", "all returned@20"]));
-    expect(settleOf(h, "child")).toMatchObject({ state: "completed", at: 20 });
+    expect(settleOfNamed(h, "child")).toMatchObject({ state: "completed", at: 20 });
     await h.expectClean();
   });
 
@@ -638,30 +608,30 @@ describe("F. Groups: scoped, all, race", () => {
       expect(failures).toHaveLength(1);
       expect(failures[0]).toBe(eA);
       expect(byInstant(h.log)).toEqual(byInstant(["B.fin@100", "scoped returned@100"]));
-      expect(settleOf(h, "B")).toMatchObject({ state: "completed", at: 100 });
-      expect(settleOf(h, "A")).toMatchObject({ state: "completed", at: 10 });
+      expect(settleOfNamed(h, "B")).toMatchObject({ state: "completed", at: 100 });
+      expect(settleOfNamed(h, "A")).toMatchObject({ state: "completed", at: 10 });
       await h.expectClean();
     });
 
     it("55 run 2: cancelling the task cancels the supervised child; the failures are unchanged", async () => {
       const h = createHarness();
       const { failures, eA, task } = setup(h, true);
-      cancelAt(h, task, 50);
+      cancellerAt(h, task, 50);
 
       await expect(task).rejects.toBeInstanceOf(TaskCancelledError);
 
       expect(failures).toHaveLength(1);
       expect(failures[0]).toBe(eA);
       expect(byInstant(h.log)).toEqual(byInstant(["B.fin@50", "main.cancel settled@50"]));
-      expect(settleOf(h, "B")).toMatchObject({ state: "cancelled", at: 50 });
-      expect(settleOf(h, "main")).toMatchObject({ state: "cancelled", at: 50 });
+      expect(settleOfNamed(h, "B")).toMatchObject({ state: "cancelled", at: 50 });
+      expect(settleOfNamed(h, "main")).toMatchObject({ state: "cancelled", at: 50 });
       await h.expectClean();
     });
 
     it("55 run 3: a wrapper that records Cancelled and returns still ends cancelled, with a swallow event", async () => {
       const h = createHarness();
       const { failures, eA, task } = setup(h, false);
-      cancelAt(h, task, 50);
+      cancellerAt(h, task, 50);
 
       await expect(task).rejects.toBeInstanceOf(TaskCancelledError);
 
@@ -669,7 +639,7 @@ describe("F. Groups: scoped, all, race", () => {
       expect(failures[0]).toBe(eA);
       expect(isCancelled(failures[1])).toBe(true);
       expect(byInstant(h.log)).toEqual(byInstant(["B.fin@50", "main.cancel settled@50"]));
-      const b = settleOf(h, "B");
+      const b = settleOfNamed(h, "B");
       expect(b).toMatchObject({ state: "cancelled", at: 50 });
       const swallows = h.eventsOf("cleanup:swallow").filter((e) => e.taskId === b!.taskId);
       expect(swallows).toHaveLength(1);

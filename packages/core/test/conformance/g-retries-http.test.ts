@@ -41,37 +41,17 @@ import {
   type RouteScript,
 } from "@keel/testing";
 import { describe, expect, it } from "vitest";
+import { rejectionOf } from "../support/errors.js";
+import { retryEventCounts } from "../support/events.js";
+import { settle } from "../support/http.js";
+import { outcome } from "../support/outcome.js";
+import { cancelAtWithTimers } from "../support/timing.js";
 
 /** The section's backoff: with random 0.5, delays 50, 100, 200, 400, 500, 500. */
 const B = exponential({ baseMs: 100, factor: 2, maxMs: 1000, jitter: "full" });
 const half = () => 0.5;
 const OK = { status: 200, json: { ok: true } } as const;
 const HANG = { hang: "before-headers" } as const;
-
-interface Outcome<T> {
-  readonly ok: boolean;
-  readonly value?: T;
-  readonly error?: unknown;
-  /** When the outcome reached the caller. */
-  readonly at: number;
-  /** Timers pending at that moment. */
-  readonly timers: number;
-}
-
-/** Runs `op` and reports how and when it ended, without throwing. */
-function* outcomeOf<T>(h: Harness, op: Operation<T>): Operation<Outcome<T>> {
-  try {
-    const value = yield* op;
-    return { ok: true, value, at: h.clock.now(), timers: h.clock.pendingTimers };
-  } catch (error) {
-    return { ok: false, error, at: h.clock.now(), timers: h.clock.pendingTimers };
-  }
-}
-
-/** Real event-loop turns (no virtual time) until `done()` holds, or a bounded number of turns passed. */
-async function settle(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 2000 && !done(); i++) await new Promise((r) => setImmediate(r));
-}
 
 /** What the server's books say about sockets once the client's pool has closed. */
 interface Sockets {
@@ -120,39 +100,10 @@ async function runCase<T>(
   call: (client: HttpClient, server: FaultServer) => Operation<T>,
 ) {
   const { result, server, sockets } = await h.run(
-    () => withClient(setup, (client, server) => outcomeOf(h, call(client, server))),
+    () => withClient(setup, (client, server) => outcome(h, call(client, server))),
     { random: half },
   );
   return { r: result, server, sockets, arrivals: server.requests.map((q) => q.arrivedAt) };
-}
-
-/** How many retry events of each kind the harness saw. */
-function retryEventCounts(h: Harness) {
-  return {
-    attempt: h.eventsOf("retry:attempt").length,
-    sleep: h.eventsOf("retry:sleep").length,
-    giveup: h.eventsOf("retry:giveup").length,
-    unreachable: h.eventsOf("retry:unreachable").length,
-  };
-}
-
-/** Calls `task.cancel()` at virtual time `at`; resolves with when its future settled and the timers left then. */
-function cancelAt(h: Harness, task: Task<unknown>, at: number): Promise<{ at: number; timers: number }> {
-  return new Promise((resolve) => {
-    h.clock.schedule(at, () => {
-      task.cancel().then(() => resolve({ at: h.clock.now(), timers: h.clock.pendingTimers }));
-    });
-  });
-}
-
-/** What `await task` rejected with (fails the test if it resolved). */
-async function rejectionOf(task: PromiseLike<unknown>): Promise<unknown> {
-  return task.then(
-    (value) => {
-      throw new Error(`expected a rejection, got the value ${String(value)}`);
-    },
-    (error: unknown) => error,
-  );
 }
 
 /** When the connection each request came on closed, in request order. */
@@ -332,7 +283,7 @@ describe("G over HTTP: retries, backoff and the total budget", () => {
       { random: half },
     );
 
-    const cancelled = cancelAt(h, t, 20);
+    const cancelled = cancelAtWithTimers(h, t, 20);
     const error = await rejectionOf(t);
 
     expect(await cancelled).toEqual({ at: 20, timers: 0 });

@@ -40,6 +40,10 @@ import {
 } from "@keel/core";
 import { createHarness, type Harness } from "@keel/testing";
 import { describe, expect, it, vi } from "vitest";
+import { rejectionOf } from "../support/errors.js";
+import { retryEventCounts } from "../support/events.js";
+import type { Outcome } from "../support/outcome.js";
+import { cancelAtWithTimers } from "../support/timing.js";
 
 /** The section's backoff: with random 0.5, delays 50, 100, 200, 400, 500, 500. */
 const B = exponential({ baseMs: 100, factor: 2, maxMs: 1000, jitter: "full" });
@@ -97,16 +101,6 @@ function createRoute(h: Harness, answers: readonly Answer[]): Route {
   };
 }
 
-interface Outcome<T> {
-  readonly ok: boolean;
-  readonly value?: T;
-  readonly error?: unknown;
-  /** When the outcome reached the caller. */
-  readonly at: number;
-  /** Timers pending at that moment. */
-  readonly timers: number;
-}
-
 /** Runs `op` in a root task (random pinned to 0.5 unless given) and reports how and when it ended. */
 async function outcomeOf<T>(
   h: Harness,
@@ -124,35 +118,6 @@ async function outcomeOf<T>(
     },
     { random },
   );
-}
-
-/** Calls `task.cancel()` at virtual time `at`; resolves with when its future settled and the timers left then. */
-function cancelAt(h: Harness, task: Task<unknown>, at: number): Promise<{ at: number; timers: number }> {
-  return new Promise((resolve) => {
-    h.clock.schedule(at, () => {
-      task.cancel().then(() => resolve({ at: h.clock.now(), timers: h.clock.pendingTimers }));
-    });
-  });
-}
-
-/** What `await task` rejected with (fails the test if it resolved). */
-async function rejectionOf(task: PromiseLike<unknown>): Promise<unknown> {
-  return task.then(
-    (value) => {
-      throw new Error(`expected a rejection, got the value ${String(value)}`);
-    },
-    (error: unknown) => error,
-  );
-}
-
-/** How many retry events of each kind the harness saw. */
-function retryEventCounts(h: Harness) {
-  return {
-    attempt: h.eventsOf("retry:attempt").length,
-    sleep: h.eventsOf("retry:sleep").length,
-    giveup: h.eventsOf("retry:giveup").length,
-    unreachable: h.eventsOf("retry:unreachable").length,
-  };
 }
 
 /** A route-free attempt that never settles, logging when it starts. */
@@ -288,7 +253,7 @@ describe("G. retries, backoff and the total budget", () => {
           throw e;
         }
       });
-      await cancelAt(h, t, 5);
+      await cancelAtWithTimers(h, t, 5);
       expect(await rejectionOf(t)).toBeInstanceOf(TaskCancelledError);
       expect(isCancelled(cancelled)).toBe(true);
 
@@ -516,7 +481,7 @@ describe("G. retries, backoff and the total budget", () => {
         { random: half },
       );
 
-      const cancelled = cancelAt(h, t, 150);
+      const cancelled = cancelAtWithTimers(h, t, 150);
       const error = await rejectionOf(t);
 
       expect(await cancelled).toEqual({ at: 150, timers: 0 });
@@ -555,7 +520,7 @@ describe("G. retries, backoff and the total budget", () => {
         { random: half },
       );
 
-      const cancelled = cancelAt(h, t, 150);
+      const cancelled = cancelAtWithTimers(h, t, 150);
       const error = await rejectionOf(t);
 
       expect(await cancelled).toEqual({ at: 150, timers: 0 });
@@ -575,7 +540,7 @@ describe("G. retries, backoff and the total budget", () => {
       const route = createRoute(h, [503, 200]);
       const t = h.run(() => retry(route.request, { attempts: 5, backoff: B }), { random: half });
 
-      const cancelled = cancelAt(h, t, 20);
+      const cancelled = cancelAtWithTimers(h, t, 20);
       const error = await rejectionOf(t);
 
       expect(await cancelled).toEqual({ at: 20, timers: 0 });
@@ -592,7 +557,7 @@ describe("G. retries, backoff and the total budget", () => {
       const route = createRoute(h, [{ status: 503, retryAfterMs: 2000 }, 200]);
       const t = h.run(() => retry(route.request, { attempts: 5, backoff: B }), { random: half });
 
-      const cancelled = cancelAt(h, t, 20);
+      const cancelled = cancelAtWithTimers(h, t, 20);
       const error = await rejectionOf(t);
 
       expect(await cancelled).toEqual({ at: 20, timers: 0 });

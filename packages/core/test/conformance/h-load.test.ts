@@ -23,6 +23,8 @@ import {
 } from "@keel/core";
 import { createHarness, type Harness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
+import { rejection, suppressedOf } from "../support/errors.js";
+import { byInstant } from "../support/log.js";
 
 /** Calls `task.cancel()` at virtual time `at` (a raw timer, so it leaves nothing behind once fired). */
 function cancelAt(h: Harness, task: Task<unknown>, at: number): void {
@@ -46,34 +48,6 @@ function probeAt(h: Harness, probes: string[], at: number, read: () => string): 
 /** The semaphore's books in one string. */
 function books(sem: Semaphore): string {
   return `available ${sem.available}, waiting ${sem.waiting}`;
-}
-
-/** Resolves with the error `task` rejects with (and fails if it resolves). */
-async function rejection(task: PromiseLike<unknown>): Promise<unknown> {
-  try {
-    await task;
-  } catch (e) {
-    return e;
-  }
-  throw new Error("expected the task to reject");
-}
-
-/** Log entries grouped by instant, in time order: entries at one instant compare as a set. */
-function byInstant(log: readonly string[]): Set<string>[] {
-  const groups: Set<string>[] = [];
-  let last: string | null = null;
-  for (const entry of log) {
-    const at = entry.slice(entry.lastIndexOf("@") + 1);
-    if (at !== last) groups.push(new Set());
-    last = at;
-    groups[groups.length - 1]!.add(entry);
-  }
-  return groups;
-}
-
-/** The `suppressed` list attached to an error, or `[]`. */
-function suppressedOf(e: unknown): unknown[] {
-  return ((e as { suppressed?: unknown[] }).suppressed ?? []).slice();
 }
 
 /**

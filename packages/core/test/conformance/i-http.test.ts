@@ -13,7 +13,6 @@ import {
   isCancelled,
   isTaskCancelledError,
   type KeelEvent,
-  type Operation,
   scoped,
   sleep,
   spawn,
@@ -33,7 +32,9 @@ import {
   type FaultServer,
   type Harness,
 } from "@keel/testing";
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { settle, socketBookkeeping } from "../support/http.js";
+import { type Outcome, outcome } from "../support/outcome.js";
 
 // ---------------------------------------------------------------------------------------------
 // Routes of the section.
@@ -59,58 +60,8 @@ const watched = [
   "ProcessWrap",
   "PipeWrap",
 ];
-const handles = () => {
-  const counts: Record<string, number> = {};
-  for (const r of process.getActiveResourcesInfo()) if (watched.includes(r)) counts[r] = (counts[r] ?? 0) + 1;
-  return counts;
-};
+const { handles, expectAllClosed } = socketBookkeeping(watched);
 const tcpSockets = () => handles().TCPSocketWrap ?? 0;
-let baseline: Record<string, number> = {};
-beforeEach(async () => {
-  // A previous test's sockets may still be closing: let them finish first.
-  let last = "";
-  for (let i = 0; i < 50; i++) {
-    await new Promise((r) => setImmediate(r));
-    const now = JSON.stringify(handles());
-    if (now === last && i > 5) break;
-    last = now;
-  }
-  baseline = handles();
-});
-
-/** Lets real I/O callbacks run (node closes a destroyed socket's handle a turn later). */
-async function settle(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 2000 && !done(); i++) await new Promise((r) => setImmediate(r));
-}
-
-/** The leak check of the section: no task, no timer, no server socket, no handle left behind. */
-async function expectAllClosed(h: Harness, server: FaultServer): Promise<void> {
-  await h.expectClean();
-  await settle(() => JSON.stringify(handles()) === JSON.stringify(baseline));
-  expect(server.openSockets).toBe(0);
-  expect(server.connections.filter((c) => c.closedAt === null)).toEqual([]);
-  expect(handles()).toEqual(baseline);
-}
-
-interface Outcome<T> {
-  readonly ok: boolean;
-  readonly value?: T;
-  readonly error?: unknown;
-  /** When the outcome reached the caller. */
-  readonly at: number;
-  /** Timers pending at that moment. */
-  readonly timers: number;
-}
-
-/** Runs `op` and reports how and when it ended, instead of throwing. */
-function* outcome<T>(h: Harness, op: Operation<T>): Operation<Outcome<T>> {
-  try {
-    const value = yield* op;
-    return { ok: true, value, at: h.clock.now(), timers: h.clock.pendingTimers };
-  } catch (error) {
-    return { ok: false, error, at: h.clock.now(), timers: h.clock.pendingTimers };
-  }
-}
 
 const arrivals = (server: FaultServer) => server.requests.map((r) => `${r.method} ${r.path}@${r.arrivedAt}`);
 const lifetimes = (server: FaultServer) => server.connections.map((c) => [c.openedAt, c.closedAt]);

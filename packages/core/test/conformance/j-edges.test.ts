@@ -20,37 +20,9 @@ import {
 } from "@keel/core";
 import { createHarness, type Harness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
-
-/** Log entries grouped by instant, in time order: entries at one instant compare as a set. */
-function byInstant(log: readonly string[]): Set<string>[] {
-  const groups: Set<string>[] = [];
-  let last: string | null = null;
-  for (const entry of log) {
-    const at = entry.slice(entry.lastIndexOf("@") + 1);
-    if (at !== last) groups.push(new Set());
-    last = at;
-    groups[groups.length - 1]!.add(entry);
-  }
-  return groups;
-}
-
-/** What a `catch` saw, in one word: `Cancelled`, or the error's name. */
-function kindOf(e: unknown): string {
-  if (isCancelled(e)) return "Cancelled";
-  return e instanceof Error ? e.name : String(e);
-}
-
-/** The settle event of the one task named `name`. */
-function settleOf(h: Harness, name: string) {
-  const starts = h.eventsOf("task:start").filter((e) => e.name === name);
-  expect(starts, `tasks named ${name}`).toHaveLength(1);
-  return h.eventsOf("task:settle").find((e) => e.taskId === starts[0]!.taskId);
-}
-
-/** The `suppressed` list attached to an error, or `[]`. */
-function suppressedOf(e: unknown): unknown[] {
-  return ((e as { suppressed?: unknown[] }).suppressed ?? []).slice();
-}
+import { kindOf, suppressedOf } from "../support/errors.js";
+import { settleOfNamed } from "../support/events.js";
+import { byInstant } from "../support/log.js";
 
 class ZeroDivError extends Error {
   override name = "ZeroDivError";
@@ -118,7 +90,7 @@ describe("J. Races at the edges", () => {
       await expect(t).rejects.toBeInstanceOf(TaskCancelledError);
 
       expect(h.log).toEqual(["T.fin@10"]);
-      expect(settleOf(h, "T")).toMatchObject({ state: "cancelled", at: 10 });
+      expect(settleOfNamed(h, "T")).toMatchObject({ state: "cancelled", at: 10 });
       await h.expectClean();
     });
 
@@ -151,9 +123,9 @@ describe("J. Races at the edges", () => {
 
       expect(byInstant(h.log)).toEqual(byInstant(["T.fin@10", "other joiner got 42@10"]));
       expect(t.state).toBe("cancelled");
-      expect(settleOf(h, "T")).toMatchObject({ state: "cancelled", at: 10 });
+      expect(settleOfNamed(h, "T")).toMatchObject({ state: "cancelled", at: 10 });
       expect(f.state).toBe("completed");
-      expect(settleOf(h, "F")).toMatchObject({ state: "completed", at: 10 });
+      expect(settleOfNamed(h, "F")).toMatchObject({ state: "completed", at: 10 });
       await h.expectClean();
     });
 
@@ -190,8 +162,8 @@ describe("J. Races at the edges", () => {
 
       expect(h.log).toEqual(["T.fin@10"]);
       expect(t.state).toBe("cancelled");
-      expect(settleOf(h, "T")).toMatchObject({ state: "cancelled", at: 10 });
-      expect(settleOf(h, "c2")).toMatchObject({ state: "completed", at: 10 });
+      expect(settleOfNamed(h, "T")).toMatchObject({ state: "cancelled", at: 10 });
+      expect(settleOfNamed(h, "c2")).toMatchObject({ state: "completed", at: 10 });
       await h.expectClean();
     });
   });
@@ -219,7 +191,7 @@ describe("J. Races at the edges", () => {
           h.mark(`race returned ${v}`);
         });
         expect(h.log).toEqual(["B.fin@100", "race returned a@100"]);
-        expect(settleOf(h, "B")).toMatchObject({ state: "cancelled", at: 100 });
+        expect(settleOfNamed(h, "B")).toMatchObject({ state: "cancelled", at: 100 });
         await h.expectClean();
         outcomes.push(h.log.at(-1)!);
       }
@@ -249,7 +221,7 @@ describe("J. Races at the edges", () => {
           h.mark(`race returned ${v}`);
         });
         expect(h.log).toEqual(["A.fin@100", "race returned b@100"]);
-        expect(settleOf(h, "A")).toMatchObject({ state: "cancelled", at: 100 });
+        expect(settleOfNamed(h, "A")).toMatchObject({ state: "cancelled", at: 100 });
         await h.expectClean();
         outcomes.push(h.log.at(-1)!);
       }
@@ -287,7 +259,7 @@ describe("J. Races at the edges", () => {
         expect(h.log).toEqual(["B.fin@100", "race threw@100"]);
         expect(caught).toBe(eA);
         expect(suppressedOf(eA)).toEqual([]);
-        expect(settleOf(h, "B")).toMatchObject({ state: "cancelled", at: 100 });
+        expect(settleOfNamed(h, "B")).toMatchObject({ state: "cancelled", at: 100 });
         await h.expectClean();
       }
     });
@@ -480,7 +452,7 @@ describe("J. Races at the edges", () => {
       const replaced = h.eventsOf("cancel:replaced").filter((e) => e.error === zeroDiv);
       expect(replaced.length).toBeGreaterThanOrEqual(1);
       expect(replaced.every((e) => e.at === 10)).toBe(true);
-      expect(settleOf(h, "child")).toMatchObject({ state: "failed", at: 10 });
+      expect(settleOfNamed(h, "child")).toMatchObject({ state: "failed", at: 10 });
       await h.expectClean();
     });
 
@@ -504,7 +476,7 @@ describe("J. Races at the edges", () => {
       expect(caught).toBeInstanceOf(ValueError);
       expect(suppressedOf(caught)).toEqual([zeroDiv]);
       expect(suppressedOf(caught)[0]).toBe(zeroDiv);
-      expect(settleOf(h, "child")).toMatchObject({ state: "failed", at: 0 });
+      expect(settleOfNamed(h, "child")).toMatchObject({ state: "failed", at: 0 });
       expect(h.eventsOf("timeout:fire")).toEqual([]);
       await h.expectClean();
     });
@@ -538,7 +510,7 @@ describe("J. Races at the edges", () => {
           byInstant(["body.fin sleep threw Cancelled@10", "child.fin@10", "timeout threw ZeroDivError@10"]),
         );
         expect(t.state).toBe("failed");
-        expect(settleOf(h, "caller")).toMatchObject({ state: "failed", at: 10 });
+        expect(settleOfNamed(h, "caller")).toMatchObject({ state: "failed", at: 10 });
         expect(suppressedOf(zeroDiv).some((x) => isTimeoutError(x) || isCancelled(x))).toBe(false);
         const errorsSeen = [
           ...h.eventsOf("task:settle").map((e) => e.error),

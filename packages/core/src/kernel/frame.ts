@@ -32,7 +32,7 @@ export class Frame implements ScopeInfo {
   /** Orders this entry against deliveries: a frame entered after a delivery is fresh for it. */
   readonly entrySeq = sequence();
   /** Invariant: `children` holds exactly the tasks spawned here that have not settled. */
-  children: Set<TaskImpl<unknown>> | null = null;
+  children: ChildList | null = null;
   /** The request this frame made (a timer that fired, a child that failed); at most one. */
   request: CancelRequest | null = null;
   /** The body's error and the children's, in the order they happened; `errors[0]` is the primary. */
@@ -73,7 +73,7 @@ export class Frame implements ScopeInfo {
   }
 
   addChild(child: TaskImpl<unknown>): void {
-    (this.children ??= new Set()).add(child);
+    (this.children ??= new ChildList()).add(child);
   }
 
   recordError(error: unknown): boolean {
@@ -103,5 +103,51 @@ export class Frame implements ScopeInfo {
 
   get info(): ScopeInfo {
     return { id: this.id, kind: this.kind, label: this.label };
+  }
+}
+
+/** The sibling links a task carries for its owner's {@link ChildList}. */
+export interface Sibling {
+  prevSibling: TaskImpl<unknown> | null;
+  nextSibling: TaskImpl<unknown> | null;
+  /** The list the task is in, or null once removed. */
+  siblingList: ChildList | null;
+}
+
+/**
+ * A frame's live children as an intrusive doubly linked list: O(1) add and remove with no hashing
+ * (a fan-out of 100k children made a `Set` the hottest part of spawn). Iterates in spawn order.
+ */
+export class ChildList implements Iterable<TaskImpl<unknown>> {
+  private head: TaskImpl<unknown> | null = null;
+  private tail: TaskImpl<unknown> | null = null;
+  size = 0;
+
+  add(child: TaskImpl<unknown>): void {
+    const c = child as unknown as Sibling;
+    c.siblingList = this;
+    c.prevSibling = this.tail;
+    c.nextSibling = null;
+    if (this.tail) (this.tail as unknown as Sibling).nextSibling = child;
+    else this.head = child;
+    this.tail = child;
+    this.size++;
+  }
+
+  delete(child: TaskImpl<unknown>): boolean {
+    const c = child as unknown as Sibling;
+    if (c.siblingList !== this) return false;
+    if (c.prevSibling) (c.prevSibling as unknown as Sibling).nextSibling = c.nextSibling;
+    else this.head = c.nextSibling;
+    if (c.nextSibling) (c.nextSibling as unknown as Sibling).prevSibling = c.prevSibling;
+    else this.tail = c.prevSibling;
+    c.prevSibling = c.nextSibling = null;
+    c.siblingList = null;
+    this.size--;
+    return true;
+  }
+
+  *[Symbol.iterator](): Iterator<TaskImpl<unknown>> {
+    for (let t = this.head; t; t = (t as unknown as Sibling).nextSibling) yield t;
   }
 }

@@ -21,7 +21,7 @@ import {
 import { Cancelled, type CancelReason, isCancelled } from "./cancelled.js";
 import type { Clock } from "./clock.js";
 import type { ContextValues } from "./context.js";
-import { Frame } from "./frame.js";
+import { type ChildList, Frame } from "./frame.js";
 import {
   CURRENT_TASK,
   type Future,
@@ -116,6 +116,10 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   readonly runtime: Runtime;
   readonly shielded: boolean;
   readonly isResource: boolean;
+  /** Links in the owner frame's child list (see `ChildList`). */
+  prevSibling: TaskImpl<unknown> | null = null;
+  nextSibling: TaskImpl<unknown> | null = null;
+  siblingList: ChildList | null = null;
   readonly startedAt: number;
   private iterator: Iterator<unknown, T, unknown> | null = null;
   private bodyOutcome: Outcome<T> | null = null;

@@ -8,6 +8,7 @@
  */
 import type { Dispatcher } from "undici";
 import type { Clock } from "../kernel/clock.js";
+import { type Operation, suspension } from "../kernel/operation.js";
 import type { ConnectionBook } from "./connections.js";
 
 /** Where the exchange is. */
@@ -205,4 +206,34 @@ function parseRawHeaders(raw: Buffer[] | string[] | null): Record<string, string
     out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
   }
   return out;
+}
+
+/**
+ * Waits (a suspension point) until `ready()` holds for the exchange; `description` is read when the
+ * task tree is printed, so it can report progress.
+ */
+export function waitOnExchange(
+  ex: Exchange,
+  ready: () => boolean,
+  description: () => string,
+): Operation<void> {
+  return suspension<void>({
+    kind: "suspend",
+    get description() {
+      return description();
+    },
+    interruptible: "normal",
+    enter(resolve) {
+      if (ready()) {
+        resolve({ ok: true, value: undefined });
+        return undefined;
+      }
+      ex.waiter = () => {
+        if (ready()) resolve({ ok: true, value: undefined });
+      };
+      return () => {
+        ex.waiter = null;
+      };
+    },
+  });
 }

@@ -15,7 +15,7 @@ import { timeoutScope } from "../time/timeout.js";
 import type { HttpTimeouts } from "./client.js";
 import { type ConnectionBook, originKey } from "./connections.js";
 import { HttpError, type HttpPhase, HttpTimeoutError } from "./errors.js";
-import { Exchange } from "./exchange.js";
+import { Exchange, waitOnExchange } from "./exchange.js";
 import { HttpResponseImpl } from "./response.js";
 import { parseRetryAfter } from "./retry-after.js";
 
@@ -115,7 +115,11 @@ function* attempt(
       "connect",
       timeouts.connectMs,
       label,
-      waitFor(ex, () => ex.stage !== "connecting", `${label}: connecting`),
+      waitOnExchange(
+        ex,
+        () => ex.stage !== "connecting",
+        () => `${label}: connecting`,
+      ),
     );
     if (ex.stage !== "failed")
       task.emit({ type: "http:connect", method, url: url.href, elapsedMs: clock.now() - startedAt });
@@ -125,7 +129,11 @@ function* attempt(
       "headers",
       timeouts.headersMs,
       label,
-      waitFor(ex, () => ex.stage !== "waiting-headers", `${label}: waiting for headers`),
+      waitOnExchange(
+        ex,
+        () => ex.stage !== "waiting-headers",
+        () => `${label}: waiting for headers`,
+      ),
     );
     if (ex.stage === "failed") throw ex.error;
     task.emit({
@@ -212,30 +220,6 @@ function phase<T>(
         }
         throw e;
       }
-    },
-  };
-}
-
-function waitFor(ex: Exchange, ready: () => boolean, description: string): Operation<void> {
-  return {
-    *[Symbol.iterator]() {
-      yield {
-        kind: "suspend",
-        description,
-        interruptible: "normal",
-        enter(resolve) {
-          if (ready()) {
-            resolve({ ok: true, value: undefined });
-            return undefined;
-          }
-          ex.waiter = () => {
-            if (ready()) resolve({ ok: true, value: undefined });
-          };
-          return () => {
-            ex.waiter = null;
-          };
-        },
-      } satisfies Suspension<void>;
     },
   };
 }

@@ -3,10 +3,10 @@
  * @module
  */
 import { currentTask } from "../kernel/current.js";
-import type { Operation, Suspension } from "../kernel/operation.js";
+import type { Operation } from "../kernel/operation.js";
 import { timeoutScope } from "../time/timeout.js";
 import { BodyReleasedError, HttpTimeoutError } from "./errors.js";
-import type { Exchange } from "./exchange.js";
+import { type Exchange, waitOnExchange } from "./exchange.js";
 
 /**
  * A response whose body is read with operations, inside the scope that made the request.
@@ -154,30 +154,11 @@ export class HttpResponseImpl implements HttpResponse {
   private waitForData(): Operation<void> {
     const ex = this.ex;
     const label = this.limits.label;
-    return {
-      *[Symbol.iterator]() {
-        yield {
-          kind: "suspend",
-          get description() {
-            return `${label}: reading body (${ex.receivedBytes} bytes so far)`;
-          },
-          interruptible: "normal",
-          enter(resolve) {
-            const ready = () => ex.chunks.length > 0 || ex.stage !== "body";
-            if (ready()) {
-              resolve({ ok: true, value: undefined });
-              return undefined;
-            }
-            ex.waiter = () => {
-              if (ready()) resolve({ ok: true, value: undefined });
-            };
-            return () => {
-              ex.waiter = null;
-            };
-          },
-        } satisfies Suspension<void>;
-      },
-    };
+    return waitOnExchange(
+      ex,
+      () => ex.chunks.length > 0 || ex.stage !== "body",
+      () => `${label}: reading body (${ex.receivedBytes} bytes so far)`,
+    );
   }
 
   private bounded(op: Operation<void>): Operation<void> {

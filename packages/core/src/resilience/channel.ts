@@ -4,7 +4,8 @@
  */
 import { invalidRange, KeelError } from "../errors.js";
 import { currentTask } from "../kernel/current.js";
-import type { Operation, Suspension } from "../kernel/operation.js";
+import type { Operation } from "../kernel/operation.js";
+import { park } from "./park.js";
 
 /**
  * A bounded channel.
@@ -139,31 +140,6 @@ export function createChannel<T>(options: { capacity: number; name?: string }): 
     }
   };
 
-  const park = (
-    description: () => string,
-    isDone: () => boolean,
-    set: (wake: (() => void) | null) => void,
-    remove: () => void,
-  ): Suspension<void> => ({
-    kind: "suspend",
-    get description() {
-      return description();
-    },
-    interruptible: "normal",
-    enter(resolve) {
-      if (isDone()) {
-        remove();
-        resolve({ ok: true, value: undefined });
-        return undefined;
-      }
-      set(() => resolve({ ok: true, value: undefined }));
-      return () => {
-        set(null);
-        remove();
-      };
-    },
-  });
-
   const next = (): Operation<IteratorResult<T, undefined>> => ({
     *[Symbol.iterator]() {
       const task = yield* currentTask(`${name}.next()`);
@@ -182,17 +158,15 @@ export function createChannel<T>(options: { capacity: number; name?: string }): 
         else receivers.push(p);
         pump();
         yield park(
-          () => `${name}: receive, empty (${receivers.length} receiving)`,
+          p,
           () => p.notified,
-          (w) => {
-            p.wake = w;
-          },
           () => {
             const i = receivers.indexOf(p);
             if (i >= 0) receivers.splice(i, 1);
             // Woken but leaving without its value (cancelled): offer it to the next receiver.
             if (p.notified) queueMicrotask(pump);
           },
+          () => `${name}: receive, empty (${receivers.length} receiving)`,
         );
         woken = true;
       }
@@ -224,15 +198,13 @@ export function createChannel<T>(options: { capacity: number; name?: string }): 
           const s: PendingSend<T> = { value, accepted: false, failed: false, wake: null };
           senders.push(s);
           yield park(
-            () => `${name}: send, full (${buffer.length}/${capacity}, ${senders.length} sending)`,
+            s,
             () => s.accepted || s.failed,
-            (w) => {
-              s.wake = w;
-            },
             () => {
               const i = senders.indexOf(s);
               if (i >= 0) senders.splice(i, 1);
             },
+            () => `${name}: send, full (${buffer.length}/${capacity}, ${senders.length} sending)`,
           );
           if (s.failed)
             throw new ChannelClosedError(`${name}.send(): the channel was closed while waiting for room`);

@@ -5,8 +5,9 @@
 import { invalidRange } from "../errors.js";
 import type { Clock } from "../kernel/clock.js";
 import { currentTask } from "../kernel/current.js";
-import type { Operation, Suspension } from "../kernel/operation.js";
+import type { Operation } from "../kernel/operation.js";
 import { CLOCK_KEY } from "../kernel/task.js";
+import { park } from "./park.js";
 
 /**
  * A token bucket.
@@ -118,28 +119,18 @@ export function createRateLimiter(options: {
           queue.push(waiter);
           if (queue.length === 1) serve();
           try {
-            yield {
-              kind: "suspend",
-              get description() {
-                return `${name}: ${queue.length} waiting`;
-              },
-              interruptible: "normal",
-              enter(resolve) {
-                if (waiter.granted) {
-                  resolve({ ok: true, value: undefined });
-                  return undefined;
+            yield park(
+              waiter,
+              () => waiter.granted,
+              () => {
+                const i = queue.indexOf(waiter);
+                if (i >= 0) {
+                  queue.splice(i, 1);
+                  if (i === 0) serve();
                 }
-                waiter.wake = () => resolve({ ok: true, value: undefined });
-                return () => {
-                  waiter.wake = null;
-                  const i = queue.indexOf(waiter);
-                  if (i >= 0) {
-                    queue.splice(i, 1);
-                    if (i === 0) serve();
-                  }
-                };
               },
-            } satisfies Suspension<void>;
+              () => `${name}: ${queue.length} waiting`,
+            );
           } catch (e) {
             // Granted in the same instant as the cancellation: the token goes back to the bucket.
             if (waiter.granted) {

@@ -4,8 +4,9 @@
  */
 import { invalidRange } from "../errors.js";
 import { delegate, taskOf } from "../kernel/current.js";
-import { CURRENT_TASK, checkOp, type Op, type Operation, type Suspension } from "../kernel/operation.js";
+import { CURRENT_TASK, checkOp, type Op, type Operation } from "../kernel/operation.js";
 import { scoped } from "../kernel/spawn.js";
+import { park } from "./park.js";
 
 /**
  * A held permit.
@@ -139,26 +140,17 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
     };
   };
 
-  const wait = (waiter: Waiter): Suspension<void> => ({
-    kind: "suspend",
-    get description() {
-      return `semaphore ${name}: ${waitingCount} waiting`;
-    },
-    interruptible: "normal",
-    enter(resolve) {
-      if (waiter.granted) {
-        resolve({ ok: true, value: undefined });
-        return undefined;
-      }
-      waiter.wake = () => resolve({ ok: true, value: undefined });
-      return () => {
-        waiter.wake = null;
-        if (waiter.granted || waiter.gone) return;
+  const wait = (waiter: Waiter) =>
+    park(
+      waiter,
+      () => waiter.granted,
+      (granted) => {
+        if (granted || waiter.gone) return;
         waiter.gone = true;
         waitingCount--;
-      };
-    },
-  });
+      },
+      () => `semaphore ${name}: ${waitingCount} waiting`,
+    );
 
   const acquire = (): Operation<Permit> => ({
     *[Symbol.iterator]() {

@@ -10,13 +10,18 @@
 // `Promise.prototype.then` on a settled promise, not `queueMicrotask`: in Node the latter wraps
 // every call in an async resource, and a drain starts after every promise or timer resumption.
 const resolved = Promise.resolve();
-const queue: Array<() => void> = [];
+/** A queued step that is an object with a `run` method: saves a closure per resumption. */
+export interface Runnable {
+  run(): void;
+}
+
+const queue: Array<(() => void) | Runnable> = [];
 let head = 0;
 let draining = false;
 let scheduled = false;
 
 /** Runs `fn` on the current drain, or on a new one started as a microtask. */
-export function enqueue(fn: () => void): void {
+export function enqueue(fn: (() => void) | Runnable): void {
   queue.push(fn);
   if (!draining && !scheduled) {
     scheduled = true;
@@ -32,7 +37,8 @@ function drain(): void {
       const fn = queue[head]!;
       queue[head++] = noop;
       try {
-        fn();
+        if (typeof fn === "function") fn();
+        else fn.run();
       } catch (e) {
         // Internal steps catch their own errors; reaching here is a Keel bug, surfaced loudly.
         queueMicrotask(() => {

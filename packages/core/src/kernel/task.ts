@@ -295,23 +295,20 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   private suspend(s: Suspension): void {
-    const cur: Current = { s, since: this.clock.now(), teardown: undefined, outcome: null };
+    const cur = new Waiting(this, s, this.clock.now());
     this.current = cur;
     try {
-      cur.teardown = s.enter((outcome) => {
-        if (cur.outcome || this.current !== cur) return;
-        cur.outcome = outcome;
-        enqueue(() => this.resumeFrom(cur));
-      });
+      cur.teardown = s.enter(cur.resolve);
     } catch (error) {
       if (!cur.outcome) {
         cur.outcome = { ok: false, error };
-        enqueue(() => this.resumeFrom(cur));
+        enqueue(cur);
       }
     }
   }
 
-  private resumeFrom(cur: Current): void {
+  /** @internal */
+  resumeFrom(cur: Current): void {
     if (this.current !== cur) return;
     this.leave(cur);
     let o = cur.outcome!;
@@ -611,5 +608,27 @@ class JoinIterator<T> implements Iterator<unknown, T, unknown> {
   }
   return(value?: unknown): IteratorResult<unknown, T> {
     return { done: true, value: value as T };
+  }
+}
+
+/**
+ * The suspension a task waits at: resolved at most once, and then queued itself (a `Runnable`), so a
+ * wait costs one object and one closure.
+ */
+class Waiting implements Current {
+  teardown: (() => void) | undefined = undefined;
+  outcome: Outcome<unknown> | null = null;
+  constructor(
+    private readonly task: TaskImpl<unknown>,
+    readonly s: Suspension,
+    readonly since: number,
+  ) {}
+  readonly resolve = (outcome: Outcome<unknown>): void => {
+    if (this.outcome || (this.task as unknown as { current: Current | null }).current !== this) return;
+    this.outcome = outcome;
+    enqueue(this);
+  };
+  run(): void {
+    this.task.resumeFrom(this);
   }
 }

@@ -4,8 +4,9 @@
  */
 import { invalidRange } from "../errors.js";
 import { delegate, taskOf } from "../kernel/current.js";
-import { CURRENT_TASK, checkOp, type Op, type Operation } from "../kernel/operation.js";
-import { scoped } from "../kernel/spawn.js";
+import { exitFrame } from "../kernel/frame-exit.js";
+import { CURRENT_TASK, checkOp, type Op, type Operation, type Outcome } from "../kernel/operation.js";
+import type { TaskImpl } from "../kernel/task.js";
 import { park } from "./park.js";
 
 /**
@@ -99,6 +100,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
   }
   const name = options.name ?? "semaphore";
   const acquireLabel = `semaphore ${name}: acquire()`;
+  const useLabel = `semaphore ${name}: use(op)`;
   let available = permits;
   // A FIFO as an array with a head index (shift is O(n)); cancelled waiters are marked gone and
   // skipped rather than spliced out. Invariant: `waitingCount` counts the waiters not gone.
@@ -152,24 +154,29 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
       () => `semaphore ${name}: ${waitingCount} waiting`,
     );
 
+  /** Takes a permit, waiting in the queue if none is free (a suspension point). */
+  function* take(task: TaskImpl<unknown>): Generator<unknown, void, unknown> {
+    task.checkpoint();
+    if (available > 0 && waitingCount === 0) {
+      available--;
+      return;
+    }
+    const waiter: Waiter = { granted: false, gone: false, wake: null };
+    queue.push(waiter);
+    waitingCount++;
+    try {
+      yield wait(waiter);
+    } catch (e) {
+      // Granted in the same instant as the cancellation: pass the permit on, never lose it.
+      if (waiter.granted) giveBack();
+      throw e;
+    }
+  }
+
   const acquire = (): Operation<Permit> => ({
     *[Symbol.iterator]() {
       const task = taskOf(yield CURRENT_TASK, acquireLabel);
-      task.checkpoint();
-      if (available > 0 && waitingCount === 0) {
-        available--;
-      } else {
-        const waiter: Waiter = { granted: false, gone: false, wake: null };
-        queue.push(waiter);
-        waitingCount++;
-        try {
-          yield wait(waiter);
-        } catch (e) {
-          // Granted in the same instant as the cancellation: pass the permit on, never lose it.
-          if (waiter.granted) giveBack();
-          throw e;
-        }
-      }
+      yield* take(task);
       const permit = makePermit();
       const off = task.top.onExit(() => permit.release());
       return {
@@ -193,10 +200,24 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
     acquire,
     use<T>(op: Op<T>): Operation<T> {
       checkOp("semaphore.use(op)", op);
-      return scoped(function* usePermit() {
-        yield* acquire();
-        return yield* delegate(op);
-      });
+      // One generator rather than scoped + acquire: a queue of waiting users is the hot case.
+      return {
+        *[Symbol.iterator]() {
+          const task = taskOf(yield CURRENT_TASK, useLabel);
+          yield* take(task);
+          // The permit belongs to a scope around `op`: it goes back only once `op` and every child it
+          // spawned have stopped (the frame's exit), on every path.
+          const frame = task.pushFrame("scoped", useLabel);
+          frame.onExit(makePermit().release);
+          let outcome: Outcome<T>;
+          try {
+            outcome = { ok: true, value: yield* delegate(op) };
+          } catch (error) {
+            outcome = { ok: false, error };
+          }
+          return yield* exitFrame(task, frame, outcome);
+        },
+      };
     },
   };
 }

@@ -226,8 +226,13 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   /** Schedules the body for the next turn (semantics §2: `spawn` returns before the body runs). */
   start(): this {
-    enqueue(() => this.begin());
+    enqueue(this);
     return this;
+  }
+
+  /** @internal The scheduler's entry point (a task queues itself to begin: no closure per spawn). */
+  run(): void {
+    this.begin();
   }
 
   private begin(): void {

@@ -113,6 +113,12 @@ export interface Suspension<T = unknown> {
 /** The instruction that asks the runtime for the current task, answered synchronously. */
 export const CURRENT_TASK: unique symbol = Symbol.for("keel.current-task");
 
+/** The iterator step that asks for the current task, shared (the runtime never mutates it). */
+export const ASK_TASK: IteratorYieldResult<typeof CURRENT_TASK> = Object.freeze({
+  done: false,
+  value: CURRENT_TASK,
+});
+
 /** One thing a generator may yield to the runtime. */
 export type Instruction = Suspension | typeof CURRENT_TASK;
 

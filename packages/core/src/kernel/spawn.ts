@@ -6,7 +6,7 @@ import { KeelError } from "../errors.js";
 import { currentTask, delegate, taskOf } from "./current.js";
 import type { Frame } from "./frame.js";
 import { exitFrame } from "./frame-exit.js";
-import { CURRENT_TASK, checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
+import { ASK_TASK, checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
 import { type Task, TaskImpl } from "./task.js";
 
 /** Starts `op` as a child task owned by `frame`; throws `KEEL_SCOPE_CLOSED` if the frame has ended. */
@@ -86,7 +86,7 @@ class SpawnIterator<T> implements Iterator<unknown, Task<T>, unknown> {
   next(answer?: unknown): IteratorResult<unknown, Task<T>> {
     if (!this.asked) {
       this.asked = true;
-      return { done: false, value: CURRENT_TASK };
+      return ASK_TASK;
     }
     const task = taskOf(answer, "spawn(op)");
     task.checkpoint();

@@ -23,6 +23,7 @@ import type { Clock } from "./clock.js";
 import type { ContextValues } from "./context.js";
 import { type ChildList, Frame } from "./frame.js";
 import {
+  ASK_TASK,
   CURRENT_TASK,
   type Future,
   iterate,
@@ -593,7 +594,7 @@ class JoinIterator<T> implements Iterator<unknown, T, unknown> {
     if (this.step === 0) {
       if (this.task.isSettled) {
         this.step = 1;
-        return { done: false, value: CURRENT_TASK };
+        return ASK_TASK;
       }
       this.step = 2;
       return { done: false, value: this.task.joinSuspension() };

@@ -53,10 +53,25 @@ export interface Current {
   readonly since: number;
   teardown: (() => void) | undefined;
   outcome: Outcome<unknown> | null;
+  /** Queued to resume (once resolved) or to take a delivery (before). */
+  run(): void;
 }
 
 const NO_REQUESTS: CancelRequest[] = Object.freeze([]) as unknown as CancelRequest[];
 const NO_UNWINDINGS: Unwinding[] = Object.freeze([]) as unknown as Unwinding[];
+
+// Unwindings delivered during the current drain, whose budget timers wait for its end (pairs).
+const budgetsAfterDrain: Array<CancellableTask | Unwinding> = [];
+
+function armAfterDrain(task: CancellableTask, u: Unwinding): void {
+  if (budgetsAfterDrain.length === 0) whenDrained(flushBudgets);
+  budgetsAfterDrain.push(task, u);
+}
+
+function flushBudgets(): void {
+  const list = budgetsAfterDrain.splice(0);
+  for (let i = 0; i < list.length; i += 2) (list[i] as CancellableTask).armBudget(list[i + 1] as Unwinding);
+}
 
 export abstract class CancellableTask {
   /** The task's own frame; set by the subclass's constructor. */
@@ -81,7 +96,7 @@ export abstract class CancellableTask {
   abstract emit(event: KeelEventInput): void;
   /** True when events beyond warnings have a listener (so building them is worth it). */
   protected abstract get listening(): boolean;
-  protected abstract tryInterrupt(cur: Current): void;
+  abstract tryInterrupt(cur: Current): void;
   protected abstract abandon(): void;
 
   // ---- cancellation ---------------------------------------------------------------------------
@@ -100,7 +115,7 @@ export abstract class CancellableTask {
       this.emit({ type: "cancel:request", reason, owner: external ? "outside" : frame.info });
     this.cancelRegionChildren(frame, reason);
     const cur = this.current;
-    if (cur && !cur.outcome && cur.s.interruptible === "normal") enqueue(() => this.tryInterrupt(cur));
+    if (cur && !cur.outcome && cur.s.interruptible === "normal") enqueue(cur);
   }
 
   /**
@@ -180,14 +195,14 @@ export abstract class CancellableTask {
     this.delivered = true;
     // Most cleanups finish within the drain that delivered them: arm the budget timer only for an
     // unwinding still going once the drain is over (it is due at the same instant either way).
-    if (budgetMs !== Infinity) {
-      whenDrained(() => {
-        if (!this.isSettled && this.unwinding.includes(u) && !u.cancelTimer && !u.hardCancelled) {
-          u.cancelTimer = this.clock.schedule(now + budgetMs, () => this.cut(u));
-        }
-      });
-    }
+    if (budgetMs !== Infinity) armAfterDrain(this, u);
     return u.cancelled;
+  }
+
+  /** @internal Arms the cleanup-budget timer of `u` if the unwinding outlived its drain. */
+  armBudget(u: Unwinding): void {
+    if (this.isSettled || u.cancelTimer || u.hardCancelled || !this.unwinding.includes(u)) return;
+    u.cancelTimer = this.clock.schedule(u.at + u.budgetMs, () => this.cut(u));
   }
 
   /** The cleanup budget ran out: cut the pending step, then abandon one budget later. */
@@ -210,7 +225,7 @@ export abstract class CancellableTask {
     });
     u.cancelTimer = this.clock.schedule(now + u.budgetMs, () => this.abandon());
     const cur = this.current;
-    if (cur && !cur.outcome) enqueue(() => this.tryInterrupt(cur));
+    if (cur && !cur.outcome) enqueue(cur);
   }
 
   /** Removes a request; an unwinding whose requests are all withdrawn has ended. */

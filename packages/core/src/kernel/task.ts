@@ -335,7 +335,8 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.advance(o);
   }
 
-  protected tryInterrupt(cur: Current): void {
+  /** @internal */
+  tryInterrupt(cur: Current): void {
     if (this.current !== cur || cur.outcome || cur.s.interruptible === "never") return;
     const c = this.takeDelivery(cur.s.interruptible);
     if (!c) return;
@@ -634,7 +635,10 @@ class Waiting implements Current {
     this.outcome = outcome;
     enqueue(this);
   };
+  /** Queued once resolved (resume) and/or once a cancellation is requested (interrupt): whichever
+   * runs first handles the wait; the other finds it gone and does nothing. */
   run(): void {
-    this.task.resumeFrom(this);
+    if (this.outcome) this.task.resumeFrom(this);
+    else this.task.tryInterrupt(this);
   }
 }

@@ -63,6 +63,11 @@ const NO_UNWINDINGS: Unwinding[] = Object.freeze([]) as unknown as Unwinding[];
 // Unwindings delivered during the current drain, whose budget timers wait for its end (pairs).
 const budgetsAfterDrain: Array<CancellableTask | Unwinding> = [];
 
+/** Not delivered yet, its frame still on the stack, and fresh for the unwinding in progress (if any). */
+function deliverable(r: CancelRequest, last: Unwinding | null): boolean {
+  return !r.deliveredIn && !r.frame.closed && (!last || r.frame.entrySeq > last.seq);
+}
+
 function armAfterDrain(task: CancellableTask, u: Unwinding): void {
   if (budgetsAfterDrain.length === 0) whenDrained(flushBudgets);
   budgetsAfterDrain.push(task, u);
@@ -135,7 +140,7 @@ export abstract class CancellableTask {
 
   /** A request from outside this task: never withdrawn, so the task ends cancelled (or failed). */
   cancelFromOutside(reason: CancelReason): void {
-    if (this.isSettled || this.requests.some((r) => r.external)) return;
+    if (this.isSettled || this.externalRequest()) return;
     this.request(this.root, reason, true);
   }
 
@@ -160,15 +165,22 @@ export abstract class CancellableTask {
       }
     }
     if (level !== "normal" || this.requests.length === 0) return null;
-    const last = this.unwinding[this.unwinding.length - 1];
-    const deliverable = (r: CancelRequest) =>
-      !r.deliveredIn && !r.frame.closed && (!last || r.frame.entrySeq > last.seq);
+    const last = this.unwinding.length > 0 ? this.unwinding[this.unwinding.length - 1]! : null;
+    // The outermost deliverable request; depths are walked only when there is a choice to make.
     let best: CancelRequest | null = null;
-    let bestDepth = Infinity;
+    let bestDepth = -1;
     for (const r of this.requests) {
-      if (!deliverable(r)) continue;
+      if (!deliverable(r, last)) continue;
+      if (!best) {
+        best = r;
+        continue;
+      }
+      if (bestDepth < 0) bestDepth = best.frame.depth;
       const d = r.frame.depth;
-      if (d < bestDepth) [best, bestDepth] = [r, d];
+      if (d < bestDepth) {
+        best = r;
+        bestDepth = d;
+      }
     }
     if (!best) return null;
     const now = this.clock.now();
@@ -185,7 +197,7 @@ export abstract class CancellableTask {
       cancelTimer: null,
     };
     for (const r of this.requests) {
-      if (deliverable(r)) {
+      if (deliverable(r, last)) {
         r.deliveredIn = u;
         u.carried++;
       }
@@ -197,6 +209,12 @@ export abstract class CancellableTask {
     // unwinding still going once the drain is over (it is due at the same instant either way).
     if (budgetMs !== Infinity) armAfterDrain(this, u);
     return u.cancelled;
+  }
+
+  /** The request from outside the task, if one is counted (there is at most one). */
+  externalRequest(): CancelRequest | null {
+    for (const r of this.requests) if (r.external) return r;
+    return null;
   }
 
   /** @internal Arms the cleanup-budget timer of `u` if the unwinding outlived its drain. */

@@ -193,7 +193,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   cancel(message?: string): Future<void> {
-    if (!this.final && !this.requests.some((r) => r.external)) {
+    if (!this.final && !this.externalRequest()) {
       const reason: CancelReason = {
         kind: "cancel",
         at: this.clock.now(),
@@ -389,12 +389,12 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     if (errors?.length) {
       const primary = errors[0];
       for (const later of errors.slice(1)) this.suppress(primary, later, "a later error in the same task");
-      const outside = this.requests.find((r) => r.external);
+      const outside = this.externalRequest();
       if (outside) this.emit({ type: "cancel:replaced", error: primary, reason: outside.reason });
       this.settle({ state: "failed", error: primary });
     } else if (!o.ok || this.requests.length > 0) {
       const reason =
-        this.requests.find((r) => r.external)?.reason ??
+        this.externalRequest()?.reason ??
         this.requests[0]?.reason ??
         (!o.ok && isCancelled(o.error) ? o.error.reason : { kind: "cancel", at: this.clock.now() });
       if (o.ok && this.delivered) this.emit({ type: "cleanup:swallow", scope: null, reason });
@@ -447,7 +447,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       f.waiter = null;
       if (f.children) live.push(...f.children);
     }
-    const reason = this.requests.find((r) => r.external)?.reason ?? {
+    const reason = this.externalRequest()?.reason ?? {
       kind: "cleanup-overrun",
       at: this.clock.now(),
       message: "abandoned after swallowing its cancellation",

@@ -342,7 +342,8 @@ function warnIfUnreachable<T>(init: LoopInit<T>): void {
   const { task, perAttemptMs, attempts } = init;
   if (perAttemptMs === undefined || perAttemptMs === Infinity || attempts < 2) return;
   const availableMs = Math.min(init.budgetDeadline, init.outerDeadline) - init.startedAt;
-  if (perAttemptMs < availableMs) return;
+  // Nothing is available at all: the deadline is already spent, which ends the loop anyway.
+  if (perAttemptMs < availableMs || availableMs <= 0) return;
   task.emit({
     type: "retry:unreachable",
     perAttemptMs,

@@ -122,6 +122,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   nextSibling: TaskImpl<unknown> | null = null;
   siblingList: ChildList | null = null;
   readonly startedAt: number;
+  private readonly clockRef: Clock;
   private iterator: Iterator<unknown, T, unknown> | null = null;
   private bodyOutcome: Outcome<T> | null = null;
   private final: Final | null = null;
@@ -132,10 +133,11 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   private cachedPath: string | null = null;
 
   constructor(
-    private readonly op: Op<T>,
+    private op: Op<T> | null,
     init: TaskInit,
   ) {
     super();
+    this.clockRef = init.contexts[CLOCK_KEY] as Clock;
     this.name = init.name;
     this.parent = init.parent;
     this.owner = init.owner;
@@ -167,7 +169,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   get clock(): Clock {
-    return this.root.contexts[CLOCK_KEY] as Clock;
+    return this.clockRef;
   }
 
   /** What the task waits on now, or null while it runs or waits for its children. */
@@ -245,7 +247,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       return;
     }
     try {
-      this.iterator = iterate(this.op);
+      const op = this.op!;
+      this.op = null;
+      this.iterator = iterate(op);
     } catch (error) {
       this.bodySettled({ ok: false, error });
       return;
@@ -415,6 +419,10 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.clearCancellation();
     this.current = null;
     this.iterator = null;
+    this.op = null;
+    this.bodyOutcome = null;
+    // A settled task keeps no frame: joiners hold it long after (a fan-in of 100k), so it stays small.
+    this.root = this.top = settledFrame();
     if (this.runtime.listening) {
       this.emit({
         type: "task:settle",
@@ -641,4 +649,25 @@ class Waiting implements Current {
     if (this.outcome) this.task.resumeFrom(this);
     else this.task.tryInterrupt(this);
   }
+}
+
+let sharedSettledFrame: Frame | null = null;
+
+/** The frame every settled task points at: closed, childless, shared. */
+function settledFrame(): Frame {
+  if (!sharedSettledFrame) {
+    sharedSettledFrame = new Frame(
+      null as unknown as TaskImpl<unknown>,
+      null,
+      "settled",
+      "settled",
+      0,
+      Infinity,
+      0,
+      {},
+    );
+    sharedSettledFrame.closed = true;
+    sharedSettledFrame.bodySettled = true;
+  }
+  return sharedSettledFrame;
 }

@@ -2,8 +2,9 @@
  * `HttpResponse`: status and headers, with body reads that are operations.
  * @module
  */
-import { currentTask } from "../kernel/current.js";
-import type { Operation } from "../kernel/operation.js";
+import { taskOf } from "../kernel/current.js";
+import { CURRENT_TASK, type Operation } from "../kernel/operation.js";
+import type { TaskImpl } from "../kernel/task.js";
 import { timeoutScope } from "../time/timeout.js";
 import { BodyReleasedError, HttpTimeoutError } from "./errors.js";
 import { type Exchange, waitOnExchange } from "./exchange.js";
@@ -68,6 +69,9 @@ export class HttpResponseImpl implements HttpResponse {
   private endReported = false;
   private offExit: (() => void) | null = null;
   private pending: Buffer[] = [];
+  private get readLabel(): string {
+    return `${this.limits.label}: read body`;
+  }
 
   constructor(
     private readonly ex: Exchange,
@@ -109,46 +113,62 @@ export class HttpResponseImpl implements HttpResponse {
     const self = this;
     return {
       *[Symbol.iterator]() {
-        const task = yield* currentTask(`${self.limits.label}: read body`);
-        if (self.released) throw new BodyReleasedError(self.limits.label);
-        task.checkpoint();
-        try {
-          if (self.pending.length === 0 && self.ex.chunks.length === 0 && self.ex.stage === "body") {
-            self.ex.resumeReading();
-            yield* self.bounded(self.waitForData());
-          }
-        } catch (e) {
-          self.release();
-          if (e instanceof HttpTimeoutError && e.label === self.limits.label) {
-            const { method, url } = self.limits;
-            task.emit({ type: "http:timeout", method, url, phase: e.phase, timeoutMs: e.timeoutMs });
-          }
-          throw e;
-        }
-        if (self.pending.length === 0) self.pending = self.ex.take();
-        const next = self.pending.shift();
-        if (next) return next;
-        if (self.ex.stage === "failed") {
-          self.release();
-          throw self.ex.error;
-        }
-        if (!self.endReported) {
-          self.endReported = true;
-          // Read whole: the socket is back in the pool and the scope no longer needs a cleanup.
-          self.offExit?.();
-          self.offExit = null;
-          const { method, url, startedAt } = self.limits;
-          task.emit({
-            type: "http:body",
-            method,
-            url,
-            bytes: self.ex.receivedBytes,
-            elapsedMs: task.clock.now() - startedAt,
-          });
-        }
-        return null;
+        const task = taskOf(yield CURRENT_TASK, self.readLabel);
+        return yield* self.nextChunk(task);
       },
     };
+  }
+
+  /**
+   * The reading step shared by every body read: waits (bounded by the idle gap and the total
+   * budget) until a chunk or the end is there, then hands out one chunk, or null at the end.
+   */
+  private *nextChunk(task: TaskImpl<unknown>): Generator<unknown, Buffer | null, unknown> {
+    if (this.released) throw new BodyReleasedError(this.limits.label);
+    task.checkpoint();
+    try {
+      if (this.pending.length === 0 && this.ex.chunks.length === 0 && this.ex.stage === "body") {
+        this.ex.resumeReading();
+        yield* this.bounded(this.waitForData());
+      }
+    } catch (e) {
+      this.release();
+      if (e instanceof HttpTimeoutError && e.label === this.limits.label) {
+        const { method, url } = this.limits;
+        task.emit({ type: "http:timeout", method, url, phase: e.phase, timeoutMs: e.timeoutMs });
+      }
+      throw e;
+    }
+    if (this.pending.length === 0) this.pending = this.ex.take();
+    const next = this.pending.shift();
+    if (next) return next;
+    if (this.ex.stage === "failed") {
+      this.release();
+      throw this.ex.error;
+    }
+    if (!this.endReported) {
+      this.endReported = true;
+      // Read whole: the socket is back in the pool and the scope no longer needs a cleanup.
+      this.offExit?.();
+      this.offExit = null;
+      const { method, url, startedAt } = this.limits;
+      task.emit({
+        type: "http:body",
+        method,
+        url,
+        bytes: this.ex.receivedBytes,
+        elapsedMs: task.clock.now() - startedAt,
+      });
+    }
+    return null;
+  }
+
+  /** The whole body, read in one loop (no operation per chunk: this is every getJson). */
+  private *readAll(): Generator<unknown, Buffer, unknown> {
+    const task = taskOf(yield CURRENT_TASK, this.readLabel);
+    const parts: Buffer[] = [];
+    for (let c = yield* this.nextChunk(task); c !== null; c = yield* this.nextChunk(task)) parts.push(c);
+    return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
   }
 
   private waitForData(): Operation<void> {
@@ -188,21 +208,14 @@ export class HttpResponseImpl implements HttpResponse {
   }
 
   bytes(): Operation<Uint8Array> {
-    const self = this;
-    return {
-      *[Symbol.iterator]() {
-        const parts: Buffer[] = [];
-        for (let c = yield* self.read(); c !== null; c = yield* self.read()) parts.push(c);
-        return Buffer.concat(parts);
-      },
-    };
+    return { [Symbol.iterator]: () => this.readAll() };
   }
 
   text(): Operation<string> {
     const self = this;
     return {
       *[Symbol.iterator]() {
-        return Buffer.from(yield* self.bytes()).toString("utf8");
+        return (yield* self.readAll()).toString("utf8");
       },
     };
   }
@@ -211,7 +224,7 @@ export class HttpResponseImpl implements HttpResponse {
     const self = this;
     return {
       *[Symbol.iterator]() {
-        return JSON.parse(yield* self.text()) as T;
+        return JSON.parse((yield* self.readAll()).toString("utf8")) as T;
       },
     };
   }

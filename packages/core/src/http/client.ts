@@ -349,6 +349,7 @@ function planFor(
     connections,
     clock,
     url,
+    href: url.href,
     method,
     headers,
     body,

@@ -25,6 +25,8 @@ export interface RequestPlan {
   readonly connections: ConnectionBook;
   readonly clock: Clock;
   readonly url: URL;
+  /** `url.href`, serialised once. */
+  readonly href: string;
   readonly method: string;
   readonly headers: Record<string, string>;
   readonly body: string | Uint8Array | null;
@@ -104,7 +106,10 @@ function* attempt(
     yield* sleepUntil(task, task.effectiveDeadline(), `${label}: deadline spent`);
   }
   const startedAt = clock.now();
-  task.emit({ type: "http:request", method, url: url.href });
+  // Per-phase events are built only for a listener: this is every request's path.
+  const listening = task.runtime.listening;
+  const href = plan.href;
+  if (listening) task.emit({ type: "http:request", method, url: href });
   let res: HttpResponseImpl | null = null;
   let handedOver = false;
   try {
@@ -121,8 +126,9 @@ function* attempt(
         () => `${label}: connecting`,
       ),
     );
-    if (ex.stage !== "failed")
-      task.emit({ type: "http:connect", method, url: url.href, elapsedMs: clock.now() - startedAt });
+    if (listening && ex.stage !== "failed") {
+      task.emit({ type: "http:connect", method, url: href, elapsedMs: clock.now() - startedAt });
+    }
     yield* phase(
       task,
       plan,
@@ -136,17 +142,19 @@ function* attempt(
       ),
     );
     if (ex.stage === "failed") throw ex.error;
-    task.emit({
-      type: "http:headers",
-      method,
-      url: url.href,
-      status: ex.status,
-      elapsedMs: clock.now() - startedAt,
-    });
+    if (listening) {
+      task.emit({
+        type: "http:headers",
+        method,
+        url: href,
+        status: ex.status,
+        elapsedMs: clock.now() - startedAt,
+      });
+    }
     res = new HttpResponseImpl(ex, {
       label,
       method,
-      url: url.href,
+      url: href,
       startedAt,
       bodyIdleMs: timeouts.bodyIdleMs,
       totalDeadline,
@@ -166,7 +174,7 @@ function* attempt(
       const retryAfterMs = parseRetryAfter(ex.headers["retry-after"], clock.now());
       throw new HttpError({
         method,
-        url: url.href,
+        url: href,
         status: ex.status,
         headers: ex.headers,
         bodyExcerpt,
@@ -213,7 +221,7 @@ function phase<T>(
           task.emit({
             type: "http:timeout",
             method: plan.method,
-            url: plan.url.href,
+            url: plan.href,
             phase: name,
             timeoutMs: ms,
           });

@@ -65,64 +65,6 @@ export class Exchange {
 
   start(): void {
     const { dispatcher, origin, path, method, headers, body, reset, clock, holdKey } = this.init;
-    const ex = this;
-    const handler: Dispatcher.DispatchHandler = {
-      onConnect(abort: (err?: Error) => void) {
-        ex.stopWaiting(false);
-        ex.abortFn = abort as (reason: Error) => void;
-        // Aborted while it waited for a connection: throwing here (rather than calling `abort`)
-        // makes undici drop the request and keep the fresh socket for the next one in the queue.
-        if (ex.abortedWith) throw ex.abortedWith;
-        ex.written = true;
-        ex.stage = "waiting-headers";
-        // The request is being written: hold virtual time until it has reached the server.
-        ex.releaseSendHold = clock.hold?.(`${method} ${path}: sending`, holdKey) ?? null;
-        ex.wake();
-      },
-      onRequestSent() {
-        ex.releaseHoldSoon();
-      },
-      onHeaders(statusCode: number, rawHeaders: Buffer[] | string[] | null, resume: () => void) {
-        ex.releaseHoldSoon();
-        ex.status = statusCode;
-        ex.headers = parseRawHeaders(rawHeaders);
-        ex.resumeFn = resume;
-        ex.stage = "body";
-        ex.wake();
-        // The body stays on the socket until someone reads it: a body nobody reads is discarded
-        // with its socket when the owning scope ends, never pooled. An empty one completes now.
-        const empty =
-          method === "HEAD" ||
-          statusCode === 204 ||
-          statusCode === 304 ||
-          ex.headers["content-length"] === "0";
-        ex.paused = ex.init.holdBody && !empty;
-        return !ex.paused;
-      },
-      onData(chunk: Buffer) {
-        ex.chunks.push(chunk);
-        ex.bufferedBytes += chunk.length;
-        ex.receivedBytes += chunk.length;
-        ex.wake();
-        if (ex.bufferedBytes > HIGH_WATER_BYTES) {
-          ex.paused = true;
-          return false;
-        }
-        return true;
-      },
-      onComplete() {
-        ex.stage = "done";
-        ex.wake();
-      },
-      onError(err: Error) {
-        ex.stopWaiting(false);
-        ex.releaseHoldSoon();
-        if (ex.stage === "done") return;
-        ex.error = ex.abortedWith ?? err;
-        ex.stage = "failed";
-        ex.wake();
-      },
-    } as Dispatcher.DispatchHandler;
     // undici may hand the request to a socket a few event-loop turns after dispatch (a pooled
     // connection frees itself asynchronously): hold virtual time for those turns, so autojump does
     // not fire a timer meanwhile. A request still waiting after that is queued behind busy sockets,
@@ -131,10 +73,79 @@ export class Exchange {
     this.init.connections.waitStart(holdKey);
     const releaseDispatchHold = clock.hold?.(`${method} ${path}: dispatching`, holdKey);
     if (releaseDispatchHold) afterTurns(DISPATCH_HOLD_TURNS, releaseDispatchHold);
+    // The exchange is its own undici handler (methods on the prototype: no closures per request).
     dispatcher.dispatch(
       { origin, path, method, headers, body, reset, headersTimeout: 0, bodyTimeout: 0 },
-      handler,
+      this as unknown as Dispatcher.DispatchHandler,
     );
+  }
+
+  /** undici: the request is about to be written to a connected socket. */
+  onConnect(abort: (err?: Error) => void): void {
+    this.stopWaiting(false);
+    this.abortFn = abort as (reason: Error) => void;
+    // Aborted while it waited for a connection: throwing here (rather than calling `abort`)
+    // makes undici drop the request and keep the fresh socket for the next one in the queue.
+    if (this.abortedWith) throw this.abortedWith;
+    this.written = true;
+    this.stage = "waiting-headers";
+    // The request is being written: hold virtual time until it has reached the server.
+    const { clock, method, path, holdKey } = this.init;
+    this.releaseSendHold = clock.hold?.(`${method} ${path}: sending`, holdKey) ?? null;
+    this.wake();
+  }
+
+  /** undici: the whole request has been written. */
+  onRequestSent(): void {
+    this.releaseHoldSoon();
+  }
+
+  /** undici: the response head arrived. */
+  onHeaders(statusCode: number, rawHeaders: Buffer[] | string[] | null, resume: () => void): boolean {
+    this.releaseHoldSoon();
+    this.status = statusCode;
+    this.headers = parseRawHeaders(rawHeaders);
+    this.resumeFn = resume;
+    this.stage = "body";
+    this.wake();
+    // The body stays on the socket until someone reads it: a body nobody reads is discarded with
+    // its socket when the owning scope ends, never pooled. An empty one completes now.
+    const empty =
+      this.init.method === "HEAD" ||
+      statusCode === 204 ||
+      statusCode === 304 ||
+      this.headers["content-length"] === "0";
+    this.paused = this.init.holdBody && !empty;
+    return !this.paused;
+  }
+
+  /** undici: a body chunk. */
+  onData(chunk: Buffer): boolean {
+    this.chunks.push(chunk);
+    this.bufferedBytes += chunk.length;
+    this.receivedBytes += chunk.length;
+    this.wake();
+    if (this.bufferedBytes > HIGH_WATER_BYTES) {
+      this.paused = true;
+      return false;
+    }
+    return true;
+  }
+
+  /** undici: the body ended. */
+  onComplete(): void {
+    this.stage = "done";
+    this.wake();
+  }
+
+  /** undici: the exchange failed (or was aborted). */
+  onError(err: Error): void {
+    this.stopWaiting(false);
+    this.releaseHoldSoon();
+    if (this.stage === "done") return;
+    this.error = this.abortedWith ?? err;
+    this.stage = "failed";
+    this.wake();
   }
 
   /** Takes buffered chunks, resuming the socket if it was paused. */

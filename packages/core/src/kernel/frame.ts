@@ -46,6 +46,8 @@ export class Frame implements ScopeInfo {
   /** Run once when the frame is popped or its task abandoned: timers, abort signals (lazy). */
   private cleanupList: Set<() => void> | null = null;
   policy: ChildPolicy | null = null;
+  /** The cancel of the frame's own timer (a timeout scope's), run at the latest when it is popped. */
+  timer: (() => void) | null = null;
 
   constructor(
     readonly task: TaskImpl<unknown>,
@@ -94,7 +96,15 @@ export class Frame implements ScopeInfo {
     };
   }
 
+  /** Cancels the frame's own timer (a timeout's), if armed. */
+  disarm(): void {
+    const t = this.timer;
+    this.timer = null;
+    t?.();
+  }
+
   runCleanups(): void {
+    this.disarm();
     const list = this.cleanupList;
     if (!list) return;
     this.cleanupList = null;

@@ -95,11 +95,11 @@ export function timeoutScope<T>(
       // A spent budget starts nothing: the deadline is inclusive, so `at === now` is already spent.
       if (deadline <= enteredAt) throw makeError();
       const frame = task.pushFrame("timeout", label, deadline);
-      let disarm: (() => void) | null = null;
       if (deadline !== Infinity) {
-        // Registered on entry, so it fires before resumptions due at the same instant.
-        disarm = clock.schedule(deadline, () => {
-          disarm = null;
+        // Registered on entry, so it fires before resumptions due at the same instant. The frame
+        // holds the cancel itself (its exit, or an abandonment, runs it): no cleanup closure.
+        frame.timer = clock.schedule(deadline, () => {
+          frame.timer = null;
           if (frame.closed || frame.bodySettled || frame.request) return;
           task.emit({ type: "timeout:fire", scope: frame.info, timeoutMs, deadline });
           task.request(
@@ -113,7 +113,6 @@ export function timeoutScope<T>(
             false,
           );
         });
-        frame.onExit(() => disarm?.());
       }
       let outcome: Outcome<T>;
       try {
@@ -121,8 +120,7 @@ export function timeoutScope<T>(
       } catch (error) {
         outcome = { ok: false, error };
       }
-      disarm?.();
-      disarm = null;
+      frame.disarm();
       return yield* exitFrame(task, frame, outcome, makeError);
     },
   };

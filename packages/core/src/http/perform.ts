@@ -209,27 +209,13 @@ function phase<T>(
   deadline?: () => number,
 ): Operation<T> {
   if (ms === Infinity) return op;
-  const scoped = timeoutScope(op, `${label} ${name}`, deadline ?? ((t) => t + ms), {
-    make: (i) => new HttpTimeoutError({ ...i, timeoutMs: ms, phase: name, label }),
-  });
-  return {
-    *[Symbol.iterator]() {
-      try {
-        return yield* scoped;
-      } catch (e) {
-        if (e instanceof HttpTimeoutError && e.phase === name && e.label === label) {
-          task.emit({
-            type: "http:timeout",
-            method: plan.method,
-            url: plan.href,
-            phase: name,
-            timeoutMs: ms,
-          });
-        }
-        throw e;
-      }
+  // The scope's own error is made exactly when this phase timed out: report it there.
+  return timeoutScope(op, `${label} ${name}`, deadline ?? ((t) => t + ms), {
+    make: (i) => {
+      task.emit({ type: "http:timeout", method: plan.method, url: plan.href, phase: name, timeoutMs: ms });
+      return new HttpTimeoutError({ ...i, timeoutMs: ms, phase: name, label });
     },
-  };
+  });
 }
 
 function sleepUntil(task: TaskImpl<unknown>, at: number, description: string): Operation<void> {

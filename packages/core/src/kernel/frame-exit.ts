@@ -13,21 +13,44 @@ import type { TaskImpl } from "./task.js";
  * the scope's outcome. `convert` makes the scope's own error (a `TimeoutError`) when its request is
  * the one being unwound.
  */
-export function* exitFrame<T>(
+export function exitFrame<T>(
   task: TaskImpl<unknown>,
   frame: Frame,
   outcome: Outcome<T>,
   convert?: () => Error,
-): Generator<Instruction, T, unknown> {
+): Iterable<Instruction, T, unknown> & Iterator<Instruction, T, unknown> {
   frame.bodySettled = true;
   if (!outcome.ok && !isCancelled(outcome.error)) frame.recordError(outcome.error);
-  let waited = false;
-  if (frame.children?.size) {
-    task.cancelChildrenAtExit(frame);
-    yield waitForChildren(frame);
-    waited = true;
+  // Most scopes end with no child left: settle at once, without a generator to wait in.
+  if (!frame.children?.size) return new SettleNow(task, frame, outcome, convert);
+  return exitAfterChildren(task, frame, outcome, convert);
+}
+
+function* exitAfterChildren<T>(
+  task: TaskImpl<unknown>,
+  frame: Frame,
+  outcome: Outcome<T>,
+  convert: (() => Error) | undefined,
+): Generator<Instruction, T, unknown> {
+  task.cancelChildrenAtExit(frame);
+  yield waitForChildren(frame);
+  return settleFrame(task, frame, outcome, convert, true);
+}
+
+/** `yield*` of a scope exit with no children to wait for: settles on the first step. */
+class SettleNow<T> implements Iterable<Instruction, T, unknown>, Iterator<Instruction, T, unknown> {
+  constructor(
+    private readonly task: TaskImpl<unknown>,
+    private readonly frame: Frame,
+    private readonly outcome: Outcome<T>,
+    private readonly convert: (() => Error) | undefined,
+  ) {}
+  [Symbol.iterator](): this {
+    return this;
   }
-  return settleFrame(task, frame, outcome, convert, waited);
+  next(): IteratorResult<Instruction, T> {
+    return { done: true, value: settleFrame(this.task, this.frame, this.outcome, this.convert, false) };
+  }
 }
 
 function waitForChildren(frame: Frame): Suspension<void> {

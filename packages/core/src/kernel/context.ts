@@ -32,12 +32,6 @@ export interface Context<T> {
 /** Contexts as stored on a scope frame: a prototype chain keyed by each context's symbol. */
 export type ContextValues = Record<symbol, unknown>;
 
-/** Reads a context value directly from a task (for Keel's own operations). */
-export function readContext<T>(task: TaskImpl<unknown>, key: symbol, fallback: T): T {
-  const v = task.top.contexts[key];
-  return v === undefined ? fallback : (v as T);
-}
-
 /**
  * Creates a context.
  *

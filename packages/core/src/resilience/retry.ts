@@ -305,7 +305,11 @@ function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
           record.delayReason = delayReason;
           policy.onRetry?.({ ...info, error, delayMs, delayReason });
           task.emit({ type: "retry:sleep", attempt, delayMs, delayReason, error });
-          yield* delegate(sleep(delayMs));
+          // A zero delay needs no timer (it would cost a trip through the event loop per retry);
+          // the next attempt's entry is still a point where a pending cancellation is delivered.
+          // Unbounded attempts keep the timer, so a loop that fails synchronously forever still
+          // yields to the event loop and its budget can fire.
+          if (delayMs > 0 || attempts === Infinity) yield* delegate(sleep(delayMs));
         }
       }
     },

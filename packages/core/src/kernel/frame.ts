@@ -46,8 +46,11 @@ export class Frame implements ScopeInfo {
   /** Run once when the frame is popped or its task abandoned: timers, abort signals (lazy). */
   private cleanupList: Set<() => void> | null = null;
   policy: ChildPolicy | null = null;
-  /** The cancel of the frame's own timer (a timeout scope's), run at the latest when it is popped. */
-  timer: (() => void) | null = null;
+  /**
+   * The frame's own resource, given back at the latest when it is popped: a timeout scope's timer
+   * cancel, a semaphore permit's release. A field, not an exit hook: most frames have one at most.
+   */
+  own: (() => void) | null = null;
 
   constructor(
     readonly task: TaskImpl<unknown>,
@@ -96,15 +99,15 @@ export class Frame implements ScopeInfo {
     };
   }
 
-  /** Cancels the frame's own timer (a timeout's), if armed. */
-  disarm(): void {
-    const t = this.timer;
-    this.timer = null;
+  /** Gives back the frame's own resource now (a timeout disarms at its body's end), if any. */
+  releaseOwn(): void {
+    const t = this.own;
+    this.own = null;
     t?.();
   }
 
   runCleanups(): void {
-    this.disarm();
+    this.releaseOwn();
     const list = this.cleanupList;
     if (!list) return;
     this.cleanupList = null;

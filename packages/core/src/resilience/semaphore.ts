@@ -5,9 +5,15 @@
 import { invalidRange } from "../errors.js";
 import { delegate, taskOf } from "../kernel/current.js";
 import { exitFrame } from "../kernel/frame-exit.js";
-import { CURRENT_TASK, checkOp, type Op, type Operation, type Outcome } from "../kernel/operation.js";
+import {
+  CURRENT_TASK,
+  checkOp,
+  type Op,
+  type Operation,
+  type Outcome,
+  type Suspension,
+} from "../kernel/operation.js";
 import type { TaskImpl } from "../kernel/task.js";
-import { park } from "./park.js";
 
 /**
  * A held permit.
@@ -67,11 +73,37 @@ export interface Semaphore {
   use<T>(op: Op<T>): Operation<T>;
 }
 
-interface Waiter {
-  granted: boolean;
+const GRANTED: Outcome<void> = { ok: true, value: undefined };
+
+/**
+ * A task waiting for a permit, and the suspension it waits at (one object: a queue of waiting users
+ * is the case that matters). Invariant: `granted` and `gone` are never both true.
+ */
+class Waiter implements Suspension<void> {
+  readonly kind = "suspend";
+  readonly interruptible = "normal";
+  granted = false;
   /** Left the queue (cancelled) before being granted: skipped when a permit is handed on. */
-  gone: boolean;
-  wake: (() => void) | null;
+  gone = false;
+  wake: ((o: Outcome<void>) => void) | null = null;
+  constructor(private readonly books: { readonly name: string; waitingCount: number }) {}
+  get description(): string {
+    return `semaphore ${this.books.name}: ${this.books.waitingCount} waiting`;
+  }
+  enter(resolve: (o: Outcome<void>) => void): (() => void) | undefined {
+    if (this.granted) {
+      resolve(GRANTED);
+      return undefined;
+    }
+    this.wake = resolve;
+    return this.leave;
+  }
+  private readonly leave = (): void => {
+    this.wake = null;
+    if (this.granted || this.gone) return;
+    this.gone = true;
+    this.books.waitingCount--;
+  };
 }
 
 /**
@@ -106,15 +138,15 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
   // skipped rather than spliced out. Invariant: `waitingCount` counts the waiters not gone.
   let queue: Waiter[] = [];
   let head = 0;
-  let waitingCount = 0;
+  const books = { name, waitingCount: 0 };
 
   const giveBack = () => {
     while (head < queue.length) {
       const next = queue[head++]!;
       if (next.gone) continue;
-      waitingCount--;
+      books.waitingCount--;
       next.granted = true;
-      next.wake?.();
+      next.wake?.(GRANTED);
       compact();
       return;
     }
@@ -142,30 +174,18 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
     };
   };
 
-  const wait = (waiter: Waiter) =>
-    park(
-      waiter,
-      () => waiter.granted,
-      (granted) => {
-        if (granted || waiter.gone) return;
-        waiter.gone = true;
-        waitingCount--;
-      },
-      () => `semaphore ${name}: ${waitingCount} waiting`,
-    );
-
   /** Takes a permit, waiting in the queue if none is free (a suspension point). */
   function* take(task: TaskImpl<unknown>): Generator<unknown, void, unknown> {
     task.checkpoint();
-    if (available > 0 && waitingCount === 0) {
+    if (available > 0 && books.waitingCount === 0) {
       available--;
       return;
     }
-    const waiter: Waiter = { granted: false, gone: false, wake: null };
+    const waiter = new Waiter(books);
     queue.push(waiter);
-    waitingCount++;
+    books.waitingCount++;
     try {
-      yield wait(waiter);
+      yield waiter;
     } catch (e) {
       // Granted in the same instant as the cancellation: pass the permit on, never lose it.
       if (waiter.granted) giveBack();
@@ -195,7 +215,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
       return available;
     },
     get waiting() {
-      return waitingCount;
+      return books.waitingCount;
     },
     acquire,
     use<T>(op: Op<T>): Operation<T> {
@@ -204,11 +224,16 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
       return {
         *[Symbol.iterator]() {
           const task = taskOf(yield CURRENT_TASK, useLabel);
-          yield* take(task);
+          if (available > 0 && books.waitingCount === 0) {
+            task.checkpoint();
+            available--;
+          } else {
+            yield* take(task);
+          }
           // The permit belongs to a scope around `op`: it goes back only once `op` and every child it
-          // spawned have stopped (the frame's exit), on every path.
+          // spawned have stopped (the frame's exit), on every path. It is the frame's own resource.
           const frame = task.pushFrame("scoped", useLabel);
-          frame.onExit(makePermit().release);
+          frame.own = giveBack;
           let outcome: Outcome<T>;
           try {
             outcome = { ok: true, value: yield* delegate(op) };

@@ -98,8 +98,8 @@ export function timeoutScope<T>(
       if (deadline !== Infinity) {
         // Registered on entry, so it fires before resumptions due at the same instant. The frame
         // holds the cancel itself (its exit, or an abandonment, runs it): no cleanup closure.
-        frame.timer = clock.schedule(deadline, () => {
-          frame.timer = null;
+        frame.own = clock.schedule(deadline, () => {
+          frame.own = null;
           if (frame.closed || frame.bodySettled || frame.request) return;
           task.emit({ type: "timeout:fire", scope: frame.info, timeoutMs, deadline });
           task.request(
@@ -120,7 +120,7 @@ export function timeoutScope<T>(
       } catch (error) {
         outcome = { ok: false, error };
       }
-      frame.disarm();
+      frame.releaseOwn();
       return yield* exitFrame(task, frame, outcome, makeError);
     },
   };

@@ -20,7 +20,8 @@ beforeEach(() => {
   process.on("unhandledRejection", onUnhandled);
 });
 afterEach(async () => {
-  await new Promise((r) => setTimeout(r, 0));
+  // Node reports unhandled rejections once the microtask queue is empty: one macrotask turn suffices.
+  await new Promise((r) => setImmediate(r));
   process.off("unhandledRejection", onUnhandled);
   expect(unhandled).toEqual([]);
 });
@@ -168,7 +169,8 @@ describe("promise interop", () => {
     const t = run(function* () {
       throw new Error("nobody listens");
     });
-    await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
     expect(t.state).toBe("failed");
   });
 

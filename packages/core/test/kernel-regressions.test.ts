@@ -40,3 +40,48 @@ describe("kernel regressions found by the property tests", () => {
     await h.expectClean();
   });
 });
+
+describe("retry with a zero backoff", () => {
+  it("retries without a timer when attempts are bounded: every attempt at the same instant, no timer used", async () => {
+    const { constant, retry } = await import("@keel/core");
+    const h = createHarness();
+    const schedule = h.clock.schedule.bind(h.clock);
+    let scheduled = 0;
+    h.clock.schedule = (at, fn) => {
+      scheduled++;
+      return schedule(at, fn);
+    };
+    const starts: number[] = [];
+    const t = h.run(() =>
+      retry(
+        function* flaky() {
+          starts.push(h.clock.now());
+          throw Object.assign(new Error("busy"), { status: 503 });
+        },
+        { attempts: 3, backoff: constant(0) },
+      ),
+    );
+    await expect(t).rejects.toMatchObject({ name: "RetryExhaustedError", reason: "attempts", attempts: 3 });
+    expect(starts).toEqual([0, 0, 0]);
+    expect(scheduled).toBe(0);
+    await h.expectClean();
+  });
+
+  it("still yields between attempts when they are unbounded, so a cancellation from outside can arrive", async () => {
+    // Real clock, on purpose: a loop that never yielded would never let the cancelling timer run.
+    const { constant, retry, run } = await import("@keel/core");
+    let attempts = 0;
+    const t = run(() =>
+      retry(
+        function* flaky() {
+          attempts++;
+          throw Object.assign(new Error("busy"), { status: 503 });
+        },
+        { attempts: Infinity, backoff: constant(0) },
+      ),
+    );
+    setTimeout(() => t.cancel("enough"), 10);
+    await expect(t).rejects.toMatchObject({ name: "TaskCancelledError" });
+    expect(attempts).toBeGreaterThan(1);
+  });
+});

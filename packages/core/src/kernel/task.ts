@@ -317,6 +317,11 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     }
   }
 
+  /** @internal True while `cur` is the suspension the task waits at. */
+  isWaitingAt(cur: Current): boolean {
+    return this.current === cur;
+  }
+
   /** @internal */
   resumeFrom(cur: Current): void {
     if (this.current !== cur) return;
@@ -639,7 +644,7 @@ class Waiting implements Current {
     readonly since: number,
   ) {}
   readonly resolve = (outcome: Outcome<unknown>): void => {
-    if (this.outcome || (this.task as unknown as { current: Current | null }).current !== this) return;
+    if (this.outcome || !this.task.isWaitingAt(this)) return;
     this.outcome = outcome;
     enqueue(this);
   };

@@ -74,15 +74,20 @@ function armAfterDrain(task: CancellableTask, u: Unwinding): void {
 }
 
 function flushBudgets(): void {
-  const list = budgetsAfterDrain.splice(0);
+  // Arming schedules timers only, never adds here: the list is read in place and then emptied.
+  const list = budgetsAfterDrain;
   for (let i = 0; i < list.length; i += 2) (list[i] as CancellableTask).armBudget(list[i + 1] as Unwinding);
+  list.length = 0;
 }
 
 export abstract class CancellableTask {
-  /** The task's own frame; set by the subclass's constructor. */
-  root!: Frame;
-  /** Invariant: the innermost frame; its parent chain ends at `root`. */
-  top!: Frame;
+  /**
+   * The task's own frame, made on first use (`openRoot`): a spawned task waits in the run queue
+   * without one, so a fan-out of 100k children does not keep 100k frames alive before they run.
+   */
+  private rootFrame: Frame | null = null;
+  /** Invariant: the innermost frame (null only while `rootFrame` is); its chain ends at the root. */
+  private topFrame: Frame | null = null;
   /** Invariant: every request here belongs to a frame on the stack (or is external). */
   /** Empty shared arrays until the first request: most tasks are never cancelled, so they never pay for them. */
   requests: CancelRequest[] = NO_REQUESTS;
@@ -94,6 +99,21 @@ export abstract class CancellableTask {
   protected hardThrows = 0;
   protected abandonPending = false;
 
+  get root(): Frame {
+    return this.rootFrame ?? this.openRoot();
+  }
+  set root(frame: Frame) {
+    this.rootFrame = frame;
+  }
+  get top(): Frame {
+    return this.topFrame ?? this.openRoot();
+  }
+  set top(frame: Frame) {
+    this.topFrame = frame;
+  }
+
+  /** Makes the root frame and sets both `root` and `top` to it. */
+  protected abstract openRoot(): Frame;
   abstract get clock(): Clock;
   abstract get isSettled(): boolean;
   /** False once the generator has finished (the task may still wait for its children). */
@@ -113,8 +133,9 @@ export abstract class CancellableTask {
   request(frame: Frame, reason: CancelReason, external: boolean): void {
     if (this.isSettled || this.abandonPending) return;
     const r: CancelRequest = { frame, reason, external, deliveredIn: null };
-    if (this.requests === NO_REQUESTS) this.requests = [];
-    this.requests.push(r);
+    // A literal, not `[]` then push: a push grows an empty array to 16 slots, for a list of one.
+    if (this.requests === NO_REQUESTS) this.requests = [r];
+    else this.requests.push(r);
     if (!external) frame.request = r;
     if (this.listening)
       this.emit({ type: "cancel:request", reason, owner: external ? "outside" : frame.info });
@@ -131,9 +152,13 @@ export abstract class CancellableTask {
   cancelRegionChildren(frame: Frame, reason: CancelReason): void {
     if (frame.closed) return;
     for (let f: Frame | null = this.top; f; f = f.parent) {
-      if (f.children)
-        for (const child of [...f.children])
-          if (!child.shielded && !child.isResource) child.cancelFromOutside(reason);
+      // Walked in place (no copy): a request never settles a child synchronously, it only queues
+      // its delivery; `next` is read first all the same.
+      let next = f.children ? f.children.first : null;
+      for (let child = next; child; child = next) {
+        next = child.nextSibling;
+        if (!child.shielded && !child.isResource) child.cancelFromOutside(reason);
+      }
       if (f === frame) break;
     }
   }
@@ -157,8 +182,15 @@ export abstract class CancellableTask {
   takeDelivery(level: Interruptible): Cancelled | null {
     if (level === "never" || (this.requests.length === 0 && this.unwinding.length === 0)) return null;
     // A cut deferred while the task waited for its children applies at its first step of its own.
-    for (const u of this.unwinding) if (u.cutDeferred && this.hasBody) this.cut(u);
-    for (const u of this.unwinding) {
+    // Indexed loops here and below: for-of allocates an iterator wherever V8 does not optimize the
+    // caller, and these run on every delivery.
+    const unwinding = this.unwinding;
+    for (let i = 0; i < unwinding.length; i++) {
+      const u = unwinding[i]!;
+      if (u.cutDeferred && this.hasBody) this.cut(u);
+    }
+    for (let i = 0; i < unwinding.length; i++) {
+      const u = unwinding[i]!;
       if (u.hardCancelled) {
         if (++this.hardThrows > HARD_THROW_LIMIT) this.abandonPending = true;
         return u.hardCancelled;
@@ -169,7 +201,9 @@ export abstract class CancellableTask {
     // The outermost deliverable request; depths are walked only when there is a choice to make.
     let best: CancelRequest | null = null;
     let bestDepth = -1;
-    for (const r of this.requests) {
+    const requests = this.requests;
+    for (let i = 0; i < requests.length; i++) {
+      const r = requests[i]!;
       if (!deliverable(r, last)) continue;
       if (!best) {
         best = r;
@@ -196,14 +230,15 @@ export abstract class CancellableTask {
       cutDeferred: false,
       cancelTimer: null,
     };
-    for (const r of this.requests) {
+    for (let i = 0; i < requests.length; i++) {
+      const r = requests[i]!;
       if (deliverable(r, last)) {
         r.deliveredIn = u;
         u.carried++;
       }
     }
-    if (this.unwinding === NO_UNWINDINGS) this.unwinding = [];
-    this.unwinding.push(u);
+    if (this.unwinding === NO_UNWINDINGS) this.unwinding = [u];
+    else this.unwinding.push(u);
     this.delivered = true;
     // Most cleanups finish within the drain that delivered them: arm the budget timer only for an
     // unwinding still going once the drain is over (it is due at the same instant either way).
@@ -213,7 +248,8 @@ export abstract class CancellableTask {
 
   /** The request from outside the task, if one is counted (there is at most one). */
   externalRequest(): CancelRequest | null {
-    for (const r of this.requests) if (r.external) return r;
+    const requests = this.requests;
+    for (let i = 0; i < requests.length; i++) if (requests[i]!.external) return requests[i]!;
     return null;
   }
 
@@ -257,7 +293,8 @@ export abstract class CancellableTask {
 
   /** Forgets every request and unwinding (the task has settled or been abandoned). */
   protected clearCancellation(): void {
-    for (const u of this.unwinding) u.cancelTimer?.();
+    const unwinding = this.unwinding;
+    for (let i = 0; i < unwinding.length; i++) unwinding[i]!.cancelTimer?.();
     this.unwinding = NO_UNWINDINGS;
     this.requests = NO_REQUESTS;
   }
@@ -339,6 +376,10 @@ export abstract class CancellableTask {
       scope: frame.info,
       message: `${frame.label} finished`,
     };
-    for (const child of [...frame.children]) child.cancelFromOutside(reason);
+    let next = frame.children.first;
+    for (let child = next; child; child = next) {
+      next = child.nextSibling;
+      child.cancelFromOutside(reason);
+    }
   }
 }

@@ -83,8 +83,8 @@ const CANCELLED_BRAND = Symbol.for("keel.cancelled");
  * ```
  */
 export class Cancelled {
-  readonly [CANCELLED_BRAND] = true;
-  readonly name = "Cancelled";
+  declare readonly [CANCELLED_BRAND]: true;
+  declare readonly name: "Cancelled";
   constructor(readonly reason: CancelReason) {}
   /** The reason in words, for logs. */
   get message(): string {
@@ -94,6 +94,11 @@ export class Cancelled {
     return `Cancelled: ${this.message}`;
   }
 }
+
+// The brand and the name live on the prototype: one is made per delivery, so each carries only its
+// reason. `isCancelled` finds the brand through the prototype chain all the same.
+Object.defineProperty(Cancelled.prototype, CANCELLED_BRAND, { value: true });
+Object.defineProperty(Cancelled.prototype, "name", { value: "Cancelled" });
 
 /**
  * True when `e` is the cancellation signal (works across duplicate package copies).

@@ -3,7 +3,7 @@
  * @module
  */
 import { CURRENT_TASK, checkOp, iterate, type Op, type Operation } from "./operation.js";
-import type { TaskImpl } from "./task.js";
+import { runningTask, type TaskImpl } from "./task.js";
 
 /**
  * A value that flows down the task tree.
@@ -50,7 +50,7 @@ export function createContext<T>(name: string, defaultValue?: T): Context<T> {
     get() {
       return {
         *[Symbol.iterator]() {
-          const task = (yield CURRENT_TASK) as TaskImpl<unknown>;
+          const task = runningTask() ?? ((yield CURRENT_TASK) as TaskImpl<unknown>);
           const v = task.top.contexts[key];
           return (v === undefined ? defaultValue : v) as T;
         },
@@ -70,7 +70,7 @@ export function createContext<T>(name: string, defaultValue?: T): Context<T> {
 export function withContextValue<R>(key: symbol, value: unknown, op: Op<R>): Operation<R> {
   return {
     *[Symbol.iterator]() {
-      const task = (yield CURRENT_TASK) as TaskImpl<unknown>;
+      const task = runningTask() ?? ((yield CURRENT_TASK) as TaskImpl<unknown>);
       const frame = task.top;
       const saved = frame.contexts;
       frame.contexts = Object.create(saved, { [key]: { value, enumerable: true } });

@@ -3,8 +3,8 @@
  * @module
  */
 import { KeelError } from "../errors.js";
-import { CURRENT_TASK, type Instruction, iterate, type Op } from "./operation.js";
-import { TaskImpl } from "./task.js";
+import { ASK_TASK, type Instruction, iterate, type Op } from "./operation.js";
+import { runningTask, TaskImpl } from "./task.js";
 
 /**
  * Checks what `yield CURRENT_TASK` answered: `const task = taskOf(yield CURRENT_TASK, api)` is the
@@ -18,16 +18,41 @@ export function taskOf(answer: unknown, api: string): TaskImpl<unknown> {
   );
 }
 
-/** Yields for the current task; throws `KEEL_NO_TASK` when driven by hand outside the runtime. */
-export function* currentTask(api: string): Generator<Instruction, TaskImpl<unknown>, unknown> {
-  const task = yield CURRENT_TASK;
-  if (!(task instanceof TaskImpl)) {
-    throw new KeelError(
-      "KEEL_NO_TASK",
-      `${api}: must run inside a Keel task (yield* it from an operation, or run() it)`,
-    );
+/**
+ * `yield* currentTask(api)`: the current task. Inside a task's step it is known at once (no round
+ * trip through the driver); otherwise it yields `CURRENT_TASK`, and throws `KEEL_NO_TASK` when the
+ * answer is not a task (an operation driven by hand outside the runtime).
+ */
+export function currentTask(api: string): Iterable<Instruction, TaskImpl<unknown>, unknown> {
+  return runningTask() ? RUNNING_NOW : new AskForTask(api);
+}
+
+/** Shared: `yield*` calls `next()` at once, in the same step that saw a running task. */
+const RUNNING_NOW: Iterable<Instruction, TaskImpl<unknown>, unknown> &
+  Iterator<Instruction, TaskImpl<unknown>, unknown> = {
+  [Symbol.iterator]() {
+    return this;
+  },
+  next() {
+    return { done: true, value: runningTask() as TaskImpl<unknown> };
+  },
+};
+
+class AskForTask
+  implements
+    Iterable<Instruction, TaskImpl<unknown>, unknown>,
+    Iterator<Instruction, TaskImpl<unknown>, unknown>
+{
+  private asked = false;
+  constructor(private readonly api: string) {}
+  [Symbol.iterator](): this {
+    return this;
   }
-  return task;
+  next(answer?: unknown): IteratorResult<Instruction, TaskImpl<unknown>> {
+    if (this.asked) return { done: true, value: taskOf(answer, this.api) };
+    this.asked = true;
+    return ASK_TASK;
+  }
 }
 
 /** `yield* delegate(op)` runs `op` inline, calling it only now (so a scope that never enters never starts it). */

@@ -56,7 +56,8 @@ export class Frame implements ScopeInfo {
     readonly task: TaskImpl<unknown>,
     readonly parent: Frame | null,
     readonly kind: string,
-    readonly label: string,
+    /** The scope's name in messages; null for a task's root frame, which takes the task's name. */
+    private readonly ownLabel: string | null,
     /** Invariant: the count of the task's requests in flight when the frame was entered. */
     readonly countAtEntry: number,
     /** The effective deadline inside this frame: min of its own and what was in force at entry. */
@@ -64,6 +65,10 @@ export class Frame implements ScopeInfo {
     readonly enteredAt: number,
     public contexts: ContextValues,
   ) {}
+
+  get label(): string {
+    return this.ownLabel ?? this.task.name;
+  }
 
   get depth(): number {
     let d = 0;
@@ -133,6 +138,10 @@ export interface Sibling {
  */
 export class ChildList implements Iterable<TaskImpl<unknown>> {
   private head: TaskImpl<unknown> | null = null;
+  /** The oldest live child; follow `nextSibling` to walk the list without an iterator. */
+  get first(): TaskImpl<unknown> | null {
+    return this.head;
+  }
   private tail: TaskImpl<unknown> | null = null;
   size = 0;
 

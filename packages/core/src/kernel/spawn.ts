@@ -7,7 +7,7 @@ import { currentTask, delegate, taskOf } from "./current.js";
 import type { Frame } from "./frame.js";
 import { exitFrame } from "./frame-exit.js";
 import { ASK_TASK, checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
-import { type Task, TaskImpl } from "./task.js";
+import { runningTask, type Task, TaskImpl } from "./task.js";
 
 /** Starts `op` as a child task owned by `frame`; throws `KEEL_SCOPE_CLOSED` if the frame has ended. */
 export function spawnInto<T>(
@@ -86,7 +86,9 @@ class SpawnIterator<T> implements Iterator<unknown, Task<T>, unknown> {
   next(answer?: unknown): IteratorResult<unknown, Task<T>> {
     if (!this.asked) {
       this.asked = true;
-      return ASK_TASK;
+      const now = runningTask();
+      if (now === null) return ASK_TASK;
+      answer = now;
     }
     const task = taskOf(answer, "spawn(op)");
     task.checkpoint();

@@ -96,6 +96,19 @@ type Final =
 
 let nextTaskId = 1;
 
+/**
+ * The task whose generator is executing right now: set around every step of `advance`, restored
+ * after (the drain never nests, but an interop may drive a task from inside another's step). Lets an
+ * operation find its task without the `CURRENT_TASK` round trip; null outside any step, where the
+ * instruction still works (and an operation driven by hand gets `KEEL_NO_TASK`).
+ */
+let running: TaskImpl<unknown> | null = null;
+
+/** @internal The task executing now, or null (see `running`). */
+export function runningTask(): TaskImpl<unknown> | null {
+  return running;
+}
+
 export interface TaskInit {
   readonly name: string;
   readonly parent: TaskImpl<unknown> | null;
@@ -131,6 +144,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   private settledCallbacks: Array<() => void> | null = null;
   private promise: Promise<T> | null = null;
   private cachedPath: string | null = null;
+  /** What the root frame is made with, when it is first needed (see `CancellableTask.root`). */
+  private readonly rootDeadline: number;
+  private readonly rootContexts: ContextValues;
 
   constructor(
     private op: Op<T> | null,
@@ -146,11 +162,17 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.isResource = init.resource ?? false;
     const clock = init.contexts[CLOCK_KEY] as Clock;
     this.startedAt = clock.now();
-    this.root = new Frame(this, null, "task", this.name, 0, init.deadline, this.startedAt, init.contexts);
-    this.top = this.root;
+    this.rootDeadline = init.deadline;
+    this.rootContexts = init.contexts;
     // Task starts and settles are the hot path: build their events only for a listener.
     if (this.runtime.listening)
       this.emit({ type: "task:start", name: this.name, parentId: this.parent?.id ?? null });
+  }
+
+  protected openRoot(): Frame {
+    const f = new Frame(this, null, "task", null, 0, this.rootDeadline, this.startedAt, this.rootContexts);
+    this.root = this.top = f;
+    return f;
   }
 
   // ---- public surface -------------------------------------------------------------------------
@@ -254,14 +276,14 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       this.bodySettled({ ok: false, error });
       return;
     }
-    this.advance({ ok: true, value: undefined });
+    this.advance(true, undefined);
   }
 
-  /** Runs the generator until it suspends or finishes. */
-  private advance(input: Outcome<unknown>): void {
-    // `ok`/`value` instead of an Outcome per step: this loop runs for every instruction.
-    let ok = input.ok;
-    let value = input.ok ? input.value : input.error;
+  /**
+   * Runs the generator until it suspends or finishes, from a value (`ok`) or an error to throw in.
+   * Two arguments, not an Outcome: this runs for every resumption, and most would allocate one.
+   */
+  private advance(ok: boolean, value: unknown): void {
     for (;;) {
       if (this.abandonPending) {
         this.abandon();
@@ -270,14 +292,18 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       const it = this.iterator;
       if (!it) return;
       let r: IteratorResult<unknown, T>;
+      const outer = running;
+      running = this;
       try {
         if (ok) r = it.next(value);
         else if (it.throw) r = it.throw(value);
         else throw value;
       } catch (error) {
+        running = outer;
         this.bodySettled({ ok: false, error });
         return;
       }
+      running = outer;
       if (r.done) {
         this.bodySettled({ ok: true, value: r.value });
         return;
@@ -326,7 +352,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   resumeFrom(cur: Current): void {
     if (this.current !== cur) return;
     this.leave(cur);
-    let o = cur.outcome!;
+    const o = cur.outcome!;
     // A shield only defers delivery while it waits; once it settles, a pending request is due here.
     const level = cur.s.interruptible === "never" ? "never" : "normal";
     const c = this.takeDelivery(level);
@@ -339,9 +365,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
           context: `${cur.s.description}: replaced by cancellation`,
         });
       }
-      o = { ok: false, error: c };
-    }
-    this.advance(o);
+      this.advance(false, c);
+    } else if (o.ok) this.advance(true, o.value);
+    else this.advance(false, o.error);
   }
 
   /** @internal */
@@ -350,7 +376,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     const c = this.takeDelivery(cur.s.interruptible);
     if (!c) return;
     this.leave(cur);
-    this.advance({ ok: false, error: c });
+    this.advance(false, c);
   }
 
   private leave(cur: Current): void {
@@ -439,7 +465,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     if (this.owner) childSettled(this.owner, this);
     const callbacks = this.settledCallbacks;
     this.settledCallbacks = null;
-    if (callbacks) for (const cb of callbacks) cb();
+    if (callbacks) for (let i = 0; i < callbacks.length; i++) callbacks[i]!();
   }
 
   /**
@@ -608,10 +634,12 @@ class JoinIterator<T> implements Iterator<unknown, T, unknown> {
     if (this.step === 0) {
       if (this.task.isSettled) {
         this.step = 1;
-        return ASK_TASK;
+        if (running === null) return ASK_TASK;
+        answer = running;
+      } else {
+        this.step = 2;
+        return { done: false, value: this.task.joinSuspension() };
       }
-      this.step = 2;
-      return { done: false, value: this.task.joinSuspension() };
     }
     if (this.step === 1) {
       if (!(answer instanceof TaskImpl))

@@ -13,7 +13,7 @@ import {
   type Outcome,
   type Suspension,
 } from "../kernel/operation.js";
-import type { TaskImpl } from "../kernel/task.js";
+import { runningTask, type TaskImpl } from "../kernel/task.js";
 
 /**
  * A held permit.
@@ -195,7 +195,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
 
   const acquire = (): Operation<Permit> => ({
     *[Symbol.iterator]() {
-      const task = taskOf(yield CURRENT_TASK, acquireLabel);
+      const task = runningTask() ?? taskOf(yield CURRENT_TASK, acquireLabel);
       yield* take(task);
       const permit = makePermit();
       const off = task.top.onExit(() => permit.release());
@@ -223,7 +223,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
       // One generator rather than scoped + acquire: a queue of waiting users is the hot case.
       return {
         *[Symbol.iterator]() {
-          const task = taskOf(yield CURRENT_TASK, useLabel);
+          const task = runningTask() ?? taskOf(yield CURRENT_TASK, useLabel);
           if (available > 0 && books.waitingCount === 0) {
             task.checkpoint();
             available--;

@@ -6,7 +6,7 @@ import { checkDurationMs } from "../errors.js";
 import type { Clock } from "../kernel/clock.js";
 import { taskOf } from "../kernel/current.js";
 import { CURRENT_TASK, type Operation } from "../kernel/operation.js";
-import { CLOCK_KEY } from "../kernel/task.js";
+import { CLOCK_KEY, runningTask } from "../kernel/task.js";
 
 /**
  * Waits `ms` milliseconds on the runtime's clock (virtual in tests). `sleep(Infinity)` waits until
@@ -25,7 +25,7 @@ export function sleep(ms: number): Operation<void> {
   checkDurationMs("sleep(ms)", ms);
   return {
     *[Symbol.iterator]() {
-      const task = taskOf(yield CURRENT_TASK, "sleep(ms)");
+      const task = runningTask() ?? taskOf(yield CURRENT_TASK, "sleep(ms)");
       const clock = task.top.contexts[CLOCK_KEY] as Clock;
       const at = clock.now() + ms;
       yield {

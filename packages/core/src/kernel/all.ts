@@ -77,6 +77,8 @@ export function all<const T extends readonly Op<unknown>[]>(ops: T): Operation<A
   };
 }
 
+const ALL_SETTLED: Outcome<void> = Object.freeze({ ok: true, value: undefined });
+
 function waitForAll(children: TaskImpl<unknown>[]): Suspension<void> {
   return {
     kind: "suspend",
@@ -85,15 +87,15 @@ function waitForAll(children: TaskImpl<unknown>[]): Suspension<void> {
     },
     interruptible: "normal",
     enter(resolve) {
+      // One callback for every child, never unregistered: when the wait ends early (interrupted),
+      // the children are cancelled and settle soon, and the runtime ignores a resolve that comes
+      // after the task has left the wait.
       let pending = children.length;
-      const offs = children.map((c) =>
-        c.onSettled(() => {
-          if (--pending === 0) resolve({ ok: true, value: undefined });
-        }),
-      );
-      return () => {
-        for (const off of offs) off();
+      const settled = () => {
+        if (--pending === 0) resolve(ALL_SETTLED);
       };
+      for (let i = 0; i < children.length; i++) children[i]!.whenSettled(settled);
+      return undefined;
     },
   };
 }

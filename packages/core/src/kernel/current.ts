@@ -57,5 +57,13 @@ class AskForTask
 
 /** `yield* delegate(op)` runs `op` inline, calling it only now (so a scope that never enters never starts it). */
 export function delegate<T>(op: Op<T>): { [Symbol.iterator](): Iterator<unknown, T, unknown> } {
-  return { [Symbol.iterator]: () => iterate(op) };
+  return new Delegated(op);
+}
+
+/** A class rather than a literal with an arrow: one small object per scope entered, no closure. */
+class Delegated<T> {
+  constructor(private readonly op: Op<T>) {}
+  [Symbol.iterator](): Iterator<unknown, T, unknown> {
+    return iterate(this.op);
+  }
 }

@@ -42,6 +42,14 @@ export function until<T>(promise: PromiseLike<T>): Operation<T> {
         live = false;
       };
     },
+    // The waiter ignores a resolve once the task has left this wait: no teardown, no flag.
+    enterWith(waiter) {
+      promise.then(
+        (value) => waiter.resolve({ ok: true, value }),
+        (error) => waiter.resolve({ ok: false, error }),
+      );
+      return undefined;
+    },
   });
 }
 

@@ -108,6 +108,16 @@ export interface Suspension<T = unknown> {
   readonly description: string;
   readonly interruptible: Interruptible;
   enter(resolve: (outcome: Outcome<T>) => void): (() => void) | undefined;
+  /**
+   * The same as `enter`, given the waiter itself rather than a function: the runtime prefers it, so
+   * the kernel's own waits (join, sleep, suspend) cost no resolve closure each.
+   */
+  enterWith?(waiter: Waiter<T>): (() => void) | undefined;
+}
+
+/** The task's side of a wait: `resolve` as a method (at most once; later calls are ignored). */
+export interface Waiter<T = unknown> {
+  resolve(outcome: Outcome<T>): void;
 }
 
 /** The instruction that asks the runtime for the current task, answered synchronously. */
@@ -161,6 +171,22 @@ export function nameOf(op: Op<unknown>, fallback: string): string {
  */
 export function suspension<T>(s: Suspension<T>): Operation<T> {
   return new SuspensionOperation(s);
+}
+
+/**
+ * An operation for a suspension that never resumes with a value (only a cancellation ends it):
+ * shared and stateless, since its iterator only ever sees one `next`, then a `throw` or `return`.
+ */
+export function neverResuming(s: Suspension<never>): Operation<never> {
+  const step: IteratorYieldResult<Suspension<never>> = Object.freeze({ done: false, value: s });
+  const iterator: Iterator<unknown, never, unknown> = {
+    next: () => step,
+    throw(error?: unknown): never {
+      throw error;
+    },
+    return: (value?: unknown) => ({ done: true, value: value as never }),
+  };
+  return { [Symbol.iterator]: () => iterator };
 }
 
 class SuspensionOperation<T> implements Operation<T> {

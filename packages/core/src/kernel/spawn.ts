@@ -66,13 +66,22 @@ export function spawn<T>(op: Op<T>, options?: { name?: string }): Operation<Task
   return new SpawnOperation(op, options?.name);
 }
 
-class SpawnOperation<T> implements Operation<Task<T>> {
+/**
+ * Inside a task's step the operation is its own iterator: its one `next` spawns at once, so it needs
+ * no state (and `yield*` it twice spawns twice). Driven from elsewhere it asks for the task first.
+ */
+class SpawnOperation<T> implements Operation<Task<T>>, Iterator<unknown, Task<T>, unknown> {
   constructor(
     private readonly op: Op<T>,
     private readonly name: string | undefined,
   ) {}
   [Symbol.iterator](): Iterator<unknown, Task<T>, unknown> {
-    return new SpawnIterator(this.op, this.name);
+    return runningTask() ? this : new SpawnIterator(this.op, this.name);
+  }
+  next(): IteratorResult<unknown, Task<T>> {
+    const task = taskOf(runningTask(), "spawn(op)");
+    task.checkpoint();
+    return { done: true, value: spawnInto(task.top, this.op, this.name ?? nameOf(this.op, "task")) };
   }
 }
 

@@ -2,14 +2,17 @@
  * `suspend`: wait until cancelled.
  * @module
  */
-import { type Operation, type Suspension, suspension } from "./operation.js";
+import { neverResuming, type Operation, type Suspension } from "./operation.js";
 
 const forever: Suspension<never> = {
   kind: "suspend",
   description: "suspend()",
   interruptible: "normal",
   enter: () => undefined,
+  enterWith: () => undefined,
 };
+/** One for every caller: a task parked for good costs nothing here (a server's 100k connections). */
+const suspendForever = neverResuming(forever);
 
 /**
  * Suspends the calling task until it is cancelled; it never returns normally.
@@ -24,5 +27,5 @@ const forever: Suspension<never> = {
  * ```
  */
 export function suspend(): Operation<never> {
-  return suspension(forever);
+  return suspendForever;
 }

@@ -334,7 +334,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     const cur = new Waiting(this, s, this.clock.now());
     this.current = cur;
     try {
-      cur.teardown = s.enter(cur.resolve);
+      cur.teardown = s.enterWith ? s.enterWith(cur) : s.enter((o) => cur.resolve(o));
     } catch (error) {
       if (!cur.outcome) {
         cur.outcome = { ok: false, error };
@@ -513,12 +513,20 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   // ---- joining --------------------------------------------------------------------------------
 
+  /** `onSettled` without a way to unregister: for a waiter that outlives the task or ignores late calls. */
+  whenSettled(cb: () => void): void {
+    if (this.final) cb();
+    // A literal for the first: a push would grow an empty array to 16 slots, for most tasks' one joiner.
+    else if (this.settledCallbacks === null) this.settledCallbacks = [cb];
+    else this.settledCallbacks.push(cb);
+  }
+
   onSettled(cb: () => void): () => void {
     if (this.final) {
       cb();
       return () => {};
     }
-    (this.settledCallbacks ??= []).push(cb);
+    this.whenSettled(cb);
     return () => {
       const list = this.settledCallbacks;
       const i = list ? list.indexOf(cb) : -1;
@@ -544,6 +552,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       },
       interruptible: "normal",
       enter: (resolve) => this.onSettled(() => resolve(this.joinOutcome())),
+      enterWith: (waiter) => this.onSettled(() => waiter.resolve(this.joinOutcome())),
     };
   }
 
@@ -661,7 +670,7 @@ class JoinIterator<T> implements Iterator<unknown, T, unknown> {
 
 /**
  * The suspension a task waits at: resolved at most once, and then queued itself (a `Runnable`), so a
- * wait costs one object and one closure.
+ * wait costs one object (and a resolve closure, for a suspension without `enterWith`).
  */
 class Waiting implements Current {
   teardown: (() => void) | undefined = undefined;
@@ -671,11 +680,11 @@ class Waiting implements Current {
     readonly s: Suspension,
     readonly since: number,
   ) {}
-  readonly resolve = (outcome: Outcome<unknown>): void => {
+  resolve(outcome: Outcome<unknown>): void {
     if (this.outcome || !this.task.isWaitingAt(this)) return;
     this.outcome = outcome;
     enqueue(this);
-  };
+  }
   /** Queued once resolved (resume) and/or once a cancellation is requested (interrupt): whichever
    * runs first handles the wait; the other finds it gone and does nothing. */
   run(): void {

@@ -12,6 +12,7 @@ import {
   type Operation,
   type Outcome,
   type Suspension,
+  type Waiter,
 } from "../kernel/operation.js";
 import { runningTask, type TaskImpl } from "../kernel/task.js";
 
@@ -79,23 +80,27 @@ const GRANTED: Outcome<void> = { ok: true, value: undefined };
  * A task waiting for a permit, and the suspension it waits at (one object: a queue of waiting users
  * is the case that matters). Invariant: `granted` and `gone` are never both true.
  */
-class Waiter implements Suspension<void> {
+class QueuedTask implements Suspension<void> {
   readonly kind = "suspend";
   readonly interruptible = "normal";
   granted = false;
   /** Left the queue (cancelled) before being granted: skipped when a permit is handed on. */
   gone = false;
-  wake: ((o: Outcome<void>) => void) | null = null;
+  /** The task's side of the wait, while it waits. */
+  wake: Waiter<void> | null = null;
   constructor(private readonly books: { readonly name: string; waitingCount: number }) {}
   get description(): string {
     return `semaphore ${this.books.name}: ${this.books.waitingCount} waiting`;
   }
   enter(resolve: (o: Outcome<void>) => void): (() => void) | undefined {
+    return this.enterWith({ resolve });
+  }
+  enterWith(waiter: Waiter<void>): (() => void) | undefined {
     if (this.granted) {
-      resolve(GRANTED);
+      waiter.resolve(GRANTED);
       return undefined;
     }
-    this.wake = resolve;
+    this.wake = waiter;
     return this.leave;
   }
   private readonly leave = (): void => {
@@ -136,7 +141,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
   let available = permits;
   // A FIFO as an array with a head index (shift is O(n)); cancelled waiters are marked gone and
   // skipped rather than spliced out. Invariant: `waitingCount` counts the waiters not gone.
-  let queue: Waiter[] = [];
+  let queue: QueuedTask[] = [];
   let head = 0;
   const books = { name, waitingCount: 0 };
 
@@ -146,7 +151,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
       if (next.gone) continue;
       books.waitingCount--;
       next.granted = true;
-      next.wake?.(GRANTED);
+      next.wake?.resolve(GRANTED);
       compact();
       return;
     }
@@ -181,7 +186,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
       available--;
       return;
     }
-    const waiter = new Waiter(books);
+    const waiter = new QueuedTask(books);
     queue.push(waiter);
     books.waitingCount++;
     try {
@@ -224,11 +229,19 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
       return {
         *[Symbol.iterator]() {
           const task = runningTask() ?? taskOf(yield CURRENT_TASK, useLabel);
-          if (available > 0 && books.waitingCount === 0) {
-            task.checkpoint();
-            available--;
-          } else {
-            yield* take(task);
+          // `take` inlined: a queue of waiting users is the hot case, and a generator each costs.
+          task.checkpoint();
+          if (available > 0 && books.waitingCount === 0) available--;
+          else {
+            const waiter = new QueuedTask(books);
+            queue.push(waiter);
+            books.waitingCount++;
+            try {
+              yield waiter;
+            } catch (e) {
+              if (waiter.granted) giveBack();
+              throw e;
+            }
           }
           // The permit belongs to a scope around `op`: it goes back only once `op` and every child it
           // spawned have stopped (the frame's exit), on every path. It is the frame's own resource.

@@ -5,8 +5,10 @@
 import { checkDurationMs } from "../errors.js";
 import type { Clock } from "../kernel/clock.js";
 import { taskOf } from "../kernel/current.js";
-import { CURRENT_TASK, type Operation } from "../kernel/operation.js";
+import { CURRENT_TASK, type Operation, type Outcome, type Waiter } from "../kernel/operation.js";
 import { CLOCK_KEY, runningTask } from "../kernel/task.js";
+
+const SLEPT: Outcome<void> = Object.freeze({ ok: true, value: undefined });
 
 /**
  * Waits `ms` milliseconds on the runtime's clock (virtual in tests). `sleep(Infinity)` waits until
@@ -32,8 +34,10 @@ export function sleep(ms: number): Operation<void> {
         kind: "suspend",
         description: `sleep(${ms})`,
         interruptible: "normal",
-        enter: (resolve: (o: { ok: true; value: undefined }) => void) =>
-          at === Infinity ? undefined : clock.schedule(at, () => resolve({ ok: true, value: undefined })),
+        enter: (resolve: (o: Outcome<void>) => void) =>
+          at === Infinity ? undefined : clock.schedule(at, () => resolve(SLEPT)),
+        enterWith: (waiter: Waiter<void>) =>
+          at === Infinity ? undefined : clock.schedule(at, () => waiter.resolve(SLEPT)),
       };
     },
   };

@@ -13,7 +13,6 @@ import type { ScopeInfo } from "./cancelled.js";
 import type { ContextValues } from "./context.js";
 import type { TaskImpl } from "./task.js";
 
-let nextFrameId = 1;
 let nextSeq = 1;
 
 /** A global, strictly increasing counter: frame entries and deliveries are ordered by it. */
@@ -28,7 +27,6 @@ export interface ChildPolicy {
 }
 
 export class Frame implements ScopeInfo {
-  readonly id = nextFrameId++;
   /** Orders this entry against deliveries: a frame entered after a delivery is fresh for it. */
   readonly entrySeq = sequence();
   /** Invariant: `children` holds exactly the tasks spawned here that have not settled. */
@@ -65,6 +63,11 @@ export class Frame implements ScopeInfo {
     readonly enteredAt: number,
     public contexts: ContextValues,
   ) {}
+
+  /** Unique and increasing: the entry's place in the global sequence doubles as the frame's id. */
+  get id(): number {
+    return this.entrySeq;
+  }
 
   get label(): string {
     return this.ownLabel ?? this.task.name;

@@ -95,6 +95,16 @@ type Final =
   | { state: "cancelled"; reason: CancelReason };
 
 let nextTaskId = 1;
+const SHIELDED = 1;
+const RESOURCE = 2;
+const BEGAN = 4;
+
+interface TaskExtras<T> {
+  path: string | null;
+  promise: Promise<T> | null;
+  /** The last suspension a cancellation was thrown into at once, for the abandonment report. */
+  lastRefused: string | null;
+}
 
 /**
  * The task whose generator is executing right now: set around every step of `advance`, restored
@@ -128,38 +138,37 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   readonly parent: TaskImpl<unknown> | null;
   readonly owner: Frame | null;
   readonly runtime: Runtime;
-  readonly shielded: boolean;
-  readonly isResource: boolean;
+  /** `SHIELDED | RESOURCE` (fixed at spawn) `| BEGAN`: one field for three flags (tasks stay small). */
+  private flags: number;
   /** Links in the owner frame's child list (see `ChildList`). */
   prevSibling: TaskImpl<unknown> | null = null;
   nextSibling: TaskImpl<unknown> | null = null;
   siblingList: ChildList | null = null;
   readonly startedAt: number;
   private readonly clockRef: Clock;
-  private iterator: Iterator<unknown, T, unknown> | null = null;
+  /**
+   * The operation until the task begins, then its iterator until the body finishes, then null (one
+   * field for both: they never coexist). Invariant: the `BEGAN` flag tells which.
+   */
+  private body: Op<T> | Iterator<unknown, T, unknown> | null;
   private bodyOutcome: Outcome<T> | null = null;
   private final: Final | null = null;
-  /** The last suspension a cancellation was thrown into at once, for the abandonment report. */
-  private lastRefused: string | null = null;
   private settledCallbacks: Array<() => void> | null = null;
-  private promise: Promise<T> | null = null;
-  private cachedPath: string | null = null;
+  /** What few tasks need (awaited from promise code, a path asked for, an abandonment report). */
+  private extras: TaskExtras<T> | null = null;
   /** What the root frame is made with, when it is first needed (see `CancellableTask.root`). */
   private readonly rootDeadline: number;
   private readonly rootContexts: ContextValues;
 
-  constructor(
-    private op: Op<T> | null,
-    init: TaskInit,
-  ) {
+  constructor(op: Op<T>, init: TaskInit) {
     super();
+    this.body = op;
     this.clockRef = init.contexts[CLOCK_KEY] as Clock;
     this.name = init.name;
     this.parent = init.parent;
     this.owner = init.owner;
     this.runtime = init.runtime;
-    this.shielded = init.shielded ?? false;
-    this.isResource = init.resource ?? false;
+    this.flags = (init.shielded ? SHIELDED : 0) | (init.resource ? RESOURCE : 0);
     const clock = init.contexts[CLOCK_KEY] as Clock;
     this.startedAt = clock.now();
     this.rootDeadline = init.deadline;
@@ -178,7 +187,22 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   // ---- public surface -------------------------------------------------------------------------
 
   get path(): string {
-    return (this.cachedPath ??= `${this.parent ? `${this.parent.path}/` : ""}${this.name}#${this.id}`);
+    const x = this.extrasOf();
+    return (x.path ??= `${this.parent ? `${this.parent.path}/` : ""}${this.name}#${this.id}`);
+  }
+
+  /** A shield's task: cancellation from outside its owner does not reach it. */
+  get shielded(): boolean {
+    return (this.flags & SHIELDED) !== 0;
+  }
+
+  /** A resource's task: cancelled only when its owning scope exits, never with the region. */
+  get isResource(): boolean {
+    return (this.flags & RESOURCE) !== 0;
+  }
+
+  private extrasOf(): TaskExtras<T> {
+    return (this.extras ??= { path: null, promise: null, lastRefused: null });
   }
 
   get state(): TaskState {
@@ -205,7 +229,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   protected get hasBody(): boolean {
-    return this.iterator !== null;
+    return (this.flags & BEGAN) !== 0 && this.body !== null;
   }
 
   get isSettled(): boolean {
@@ -237,14 +261,15 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     onfulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,
     onrejected?: ((reason: unknown) => R2 | PromiseLike<R2>) | null,
   ): PromiseLike<R1 | R2> {
-    this.promise ??= new Promise<T>((resolve, reject) => {
+    const x = this.extrasOf();
+    x.promise ??= new Promise<T>((resolve, reject) => {
       this.onSettled(() => {
         const o = this.joinOutcome();
         if (o.ok) resolve(o.value as T);
         else reject(o.error);
       });
     });
-    return this.promise.then(onfulfilled, onrejected);
+    return x.promise.then(onfulfilled, onrejected);
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------
@@ -269,9 +294,10 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       return;
     }
     try {
-      const op = this.op!;
-      this.op = null;
-      this.iterator = iterate(op);
+      const op = this.body as Op<T>;
+      this.body = null;
+      this.flags |= BEGAN;
+      this.body = iterate(op);
     } catch (error) {
       this.bodySettled({ ok: false, error });
       return;
@@ -289,7 +315,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
         this.abandon();
         return;
       }
-      const it = this.iterator;
+      const it = this.body as Iterator<unknown, T, unknown> | null;
       if (!it) return;
       let r: IteratorResult<unknown, T>;
       const outer = running;
@@ -317,7 +343,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       if (isSuspension(instruction)) {
         const c = this.takeDelivery(instruction.interruptible);
         if (c) {
-          this.lastRefused = instruction.description;
+          this.extrasOf().lastRefused = instruction.description;
           ok = false;
           value = c;
           continue;
@@ -400,7 +426,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   // ---- settling -------------------------------------------------------------------------------
 
   private bodySettled(o: Outcome<T>): void {
-    this.iterator = null;
+    this.body = null;
     while (this.top !== this.root) this.popFrame(this.top);
     const root = this.root;
     root.bodySettled = true;
@@ -449,8 +475,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.final = final;
     this.clearCancellation();
     this.current = null;
-    this.iterator = null;
-    this.op = null;
+    this.body = null;
     this.bodyOutcome = null;
     // A settled task keeps no frame: joiners hold it long after (a fan-in of 100k), so it stays small.
     this.root = this.top = settledFrame();
@@ -475,10 +500,13 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   protected abandon(): void {
     if (this.final) return;
     this.abandonPending = false;
-    this.emit({ type: "cleanup:abandon", waitingOn: this.current?.s.description ?? this.lastRefused });
+    this.emit({
+      type: "cleanup:abandon",
+      waitingOn: this.current?.s.description ?? this.extras?.lastRefused ?? null,
+    });
     const cur = this.current;
     if (cur) this.leave(cur);
-    this.iterator = null;
+    this.body = null;
     const live: TaskImpl<unknown>[] = [];
     for (let f: Frame | null = this.top; f; f = f.parent) {
       f.runCleanups();

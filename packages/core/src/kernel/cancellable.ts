@@ -112,6 +112,11 @@ export abstract class CancellableTask {
     this.topFrame = frame;
   }
 
+  /** True once the root frame exists (a request, a scope, a child or a context read made it). */
+  protected get rootOpened(): boolean {
+    return this.rootFrame !== null;
+  }
+
   /** Makes the root frame and sets both `root` and `top` to it. */
   protected abstract openRoot(): Frame;
   abstract get clock(): Clock;

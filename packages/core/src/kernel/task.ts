@@ -427,6 +427,12 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   private bodySettled(o: Outcome<T>): void {
     this.body = null;
+    // A body that returned without ever needing its root frame (no child, no scope, no request, no
+    // context read) has nothing to close: it completes without making one.
+    if (o.ok && !this.rootOpened) {
+      this.settle({ state: "completed", value: o.value });
+      return;
+    }
     while (this.top !== this.root) this.popFrame(this.top);
     const root = this.root;
     root.bodySettled = true;

@@ -5,9 +5,9 @@
 import { checkDurationMs, invalidRange, invalidType, isTimeoutError } from "../errors.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import { currentTask, delegate } from "../kernel/current.js";
-import { checkOp, nameOf, type Op, type Operation } from "../kernel/operation.js";
+import { exitFrame } from "../kernel/frame-exit.js";
+import { checkOp, nameOf, type Op, type Operation, type Outcome } from "../kernel/operation.js";
 import { randomSourceOf } from "../kernel/random.js";
-import { scoped } from "../kernel/spawn.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { sleep } from "../time/sleep.js";
 import { timeoutScope } from "../time/timeout.js";
@@ -232,12 +232,26 @@ interface LoopInit<T> {
   budgetDeadline: number;
 }
 
+/** `scoped(op)` for one attempt, without finding the task again or naming the scope again. */
+function* attemptScope<T>(task: TaskImpl<unknown>, op: Op<T>, label: string): Generator<unknown, T, unknown> {
+  task.checkpoint();
+  const frame = task.pushFrame("scoped", label);
+  let outcome: Outcome<T>;
+  try {
+    outcome = { ok: true, value: yield* delegate(op) };
+  } catch (error) {
+    outcome = { ok: false, error };
+  }
+  return yield* exitFrame(task, frame, outcome);
+}
+
 function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
   const { task, op, label, attempts, perAttemptMs, backoff, retryOn, policy, history, ownTimeouts } = init;
   return {
     *[Symbol.iterator]() {
       const clock = task.clock;
       const countAtEntry = task.requests.length;
+      const scopeLabel = `scoped(${nameOf(op, "op")})`;
       warnIfUnreachable(init);
       let state: BackoffState;
       for (let attempt = 1; ; attempt++) {
@@ -245,7 +259,7 @@ function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
         init.counter.started = attempt;
         if (task.runtime.listening) task.emit({ type: "retry:attempt", attempt, label });
         try {
-          if (perAttemptMs === undefined) return yield* scoped(op);
+          if (perAttemptMs === undefined) return yield* attemptScope(task, op, scopeLabel);
           return yield* timeoutScope(
             op,
             `${label} attempt ${attempt}`,
@@ -278,7 +292,8 @@ function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
           history.push(record);
           // Layers must not multiply: an inner retry's exhaustion is final, whatever retryOn says.
           if (isRetryExhaustedError(error) || !retryOn(error, info)) {
-            task.emit({ type: "retry:giveup", attempt, reason: "not-retryable", delayMs: null, error });
+            if (task.runtime.listening)
+              task.emit({ type: "retry:giveup", attempt, reason: "not-retryable", delayMs: null, error });
             throw error;
           }
           if (attempt >= attempts)
@@ -304,7 +319,8 @@ function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
           record.delayMs = delayMs;
           record.delayReason = delayReason;
           policy.onRetry?.({ ...info, error, delayMs, delayReason });
-          task.emit({ type: "retry:sleep", attempt, delayMs, delayReason, error });
+          if (task.runtime.listening)
+            task.emit({ type: "retry:sleep", attempt, delayMs, delayReason, error });
           // A zero delay needs no timer (it would cost a trip through the event loop per retry);
           // the next attempt's entry is still a point where a pending cancellation is delivered.
           // Unbounded attempts keep the timer, so a loop that fails synchronously forever still
@@ -326,7 +342,8 @@ function giveUp(
   delayMs: number | null,
   attempts = history.length,
 ): RetryExhaustedError {
-  task.emit({ type: "retry:giveup", attempt: attempts, reason, delayMs, error: cause });
+  if (task.runtime.listening)
+    task.emit({ type: "retry:giveup", attempt: attempts, reason, delayMs, error: cause });
   return new RetryExhaustedError({
     reason,
     attempts,

@@ -57,6 +57,9 @@ export interface Current {
   run(): void;
 }
 
+const DELIVERED = 8;
+const ABANDON_PENDING = 16;
+
 const NO_REQUESTS: CancelRequest[] = Object.freeze([]) as unknown as CancelRequest[];
 const NO_UNWINDINGS: Unwinding[] = Object.freeze([]) as unknown as Unwinding[];
 
@@ -94,10 +97,22 @@ export abstract class CancellableTask {
   unwinding: Unwinding[] = NO_UNWINDINGS;
   /** The suspension the task waits at, or null while it runs or waits for its children. */
   protected current: Current | null = null;
+  /** Bits: the subclass's (below 8) and `DELIVERED`, `ABANDON_PENDING`; one field keeps tasks small. */
+  protected flags = 0;
   /** True once any `Cancelled` was delivered (a normal return is then a swallow). */
-  protected delivered = false;
+  protected get delivered(): boolean {
+    return (this.flags & DELIVERED) !== 0;
+  }
+  protected set delivered(on: boolean) {
+    this.flags = on ? this.flags | DELIVERED : this.flags & ~DELIVERED;
+  }
   protected hardThrows = 0;
-  protected abandonPending = false;
+  protected get abandonPending(): boolean {
+    return (this.flags & ABANDON_PENDING) !== 0;
+  }
+  protected set abandonPending(on: boolean) {
+    this.flags = on ? this.flags | ABANDON_PENDING : this.flags & ~ABANDON_PENDING;
+  }
 
   get root(): Frame {
     return this.rootFrame ?? this.openRoot();
@@ -329,7 +344,8 @@ export abstract class CancellableTask {
 
   /** The `Cancelled` in flight, for an operation that must rethrow one (a swallowed claim). */
   inFlightCancelled(): Cancelled | null {
-    return this.unwinding[this.unwinding.length - 1]?.cancelled ?? null;
+    const n = this.unwinding.length;
+    return n > 0 ? this.unwinding[n - 1]!.cancelled : null;
   }
 
   /** True while any cancellation is in flight against the task (counted or unwinding). */
@@ -341,8 +357,11 @@ export abstract class CancellableTask {
 
   /** The deadline in force now: during cleanup, the cleanup deadline lowered by fresh scopes. */
   effectiveDeadline(): number {
-    const last = this.unwinding[this.unwinding.length - 1];
-    if (!last || this.top.entrySeq > last.seq) return this.top.deadline;
+    // Length first: reading index -1 of an empty array is a slow, generic property lookup.
+    const n = this.unwinding.length;
+    if (n === 0) return this.top.deadline;
+    const last = this.unwinding[n - 1]!;
+    if (this.top.entrySeq > last.seq) return this.top.deadline;
     return last.cleanupDeadline;
   }
 

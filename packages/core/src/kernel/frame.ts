@@ -131,8 +131,6 @@ export class Frame implements ScopeInfo {
 export interface Sibling {
   prevSibling: TaskImpl<unknown> | null;
   nextSibling: TaskImpl<unknown> | null;
-  /** The list the task is in, or null once removed. */
-  siblingList: ChildList | null;
 }
 
 /**
@@ -150,7 +148,6 @@ export class ChildList implements Iterable<TaskImpl<unknown>> {
 
   add(child: TaskImpl<unknown>): void {
     const c = child as unknown as Sibling;
-    c.siblingList = this;
     c.prevSibling = this.tail;
     c.nextSibling = null;
     if (this.tail) (this.tail as unknown as Sibling).nextSibling = child;
@@ -161,13 +158,13 @@ export class ChildList implements Iterable<TaskImpl<unknown>> {
 
   delete(child: TaskImpl<unknown>): boolean {
     const c = child as unknown as Sibling;
-    if (c.siblingList !== this) return false;
+    // A task is only ever in its owner's list, so linked (or the only one) means in this one.
+    if (c.prevSibling === null && this.head !== child) return false;
     if (c.prevSibling) (c.prevSibling as unknown as Sibling).nextSibling = c.nextSibling;
     else this.head = c.nextSibling;
     if (c.nextSibling) (c.nextSibling as unknown as Sibling).prevSibling = c.prevSibling;
     else this.tail = c.prevSibling;
     c.prevSibling = c.nextSibling = null;
-    c.siblingList = null;
     this.size--;
     return true;
   }

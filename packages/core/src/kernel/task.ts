@@ -21,7 +21,7 @@ import {
 import { Cancelled, type CancelReason, isCancelled } from "./cancelled.js";
 import type { Clock } from "./clock.js";
 import type { ContextValues } from "./context.js";
-import { type ChildList, Frame } from "./frame.js";
+import { Frame } from "./frame.js";
 import {
   ASK_TASK,
   CURRENT_TASK,
@@ -138,12 +138,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   readonly parent: TaskImpl<unknown> | null;
   readonly owner: Frame | null;
   readonly runtime: Runtime;
-  /** `SHIELDED | RESOURCE` (fixed at spawn) `| BEGAN`: one field for three flags (tasks stay small). */
-  private flags: number;
   /** Links in the owner frame's child list (see `ChildList`). */
   prevSibling: TaskImpl<unknown> | null = null;
   nextSibling: TaskImpl<unknown> | null = null;
-  siblingList: ChildList | null = null;
   readonly startedAt: number;
   private readonly clockRef: Clock;
   /**
@@ -168,7 +165,8 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.parent = init.parent;
     this.owner = init.owner;
     this.runtime = init.runtime;
-    this.flags = (init.shielded ? SHIELDED : 0) | (init.resource ? RESOURCE : 0);
+    // In the base's `flags`: SHIELDED and RESOURCE fixed at spawn, BEGAN once the body starts.
+    this.flags |= (init.shielded ? SHIELDED : 0) | (init.resource ? RESOURCE : 0);
     const clock = init.contexts[CLOCK_KEY] as Clock;
     this.startedAt = clock.now();
     this.rootDeadline = init.deadline;
@@ -331,7 +329,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       }
       running = outer;
       if (r.done) {
-        this.bodySettled({ ok: true, value: r.value });
+        // No Outcome for the common case: a body that needs no frame settles straight from it.
+        if (!this.rootOpened) this.settle({ state: "completed", value: r.value });
+        else this.bodySettled({ ok: true, value: r.value });
         return;
       }
       const instruction = r.value;

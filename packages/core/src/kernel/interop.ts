@@ -128,9 +128,12 @@ export function action<T>(
     description,
     interruptible: "normal",
     enter(resolve) {
+      return this.enterWith!({ resolve });
+    },
+    enterWith(waiter) {
       const teardown = executor(
-        (value) => resolve({ ok: true, value }),
-        (error) => resolve({ ok: false, error }),
+        (value) => waiter.resolve({ ok: true, value }),
+        (error) => waiter.resolve({ ok: false, error }),
       );
       if (teardown !== undefined && typeof teardown !== "function") {
         throw invalidType("action(executor)", "an executor that returns a teardown function", teardown);

@@ -189,10 +189,31 @@ export function neverResuming(s: Suspension<never>): Operation<never> {
   return { [Symbol.iterator]: () => iterator };
 }
 
-class SuspensionOperation<T> implements Operation<T> {
+/**
+ * The first iteration (nearly always the only one: `yield* until(p)`) uses the operation itself as
+ * its iterator; any later or concurrent one gets its own, so the operation stays re-runnable.
+ */
+class SuspensionOperation<T> implements Operation<T>, Iterator<unknown, T, unknown> {
+  private claimed = false;
+  private yielded = false;
   constructor(private readonly s: Suspension<T>) {}
   [Symbol.iterator](): Iterator<unknown, T, unknown> {
-    return new YieldOnce<T>(this.s);
+    if (this.claimed) return new YieldOnce<T>(this.s);
+    this.claimed = true;
+    return this;
+  }
+  next(value?: unknown): IteratorResult<unknown, T> {
+    if (this.yielded) return { done: true, value: value as T };
+    this.yielded = true;
+    return { done: false, value: this.s };
+  }
+  throw(error?: unknown): IteratorResult<unknown, T> {
+    this.yielded = true;
+    throw error;
+  }
+  return(value?: unknown): IteratorResult<unknown, T> {
+    this.yielded = true;
+    return { done: true, value: value as T };
   }
 }
 

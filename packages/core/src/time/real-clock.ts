@@ -37,6 +37,8 @@ export function createRealClock(): Clock {
   let host: ReturnType<typeof setTimeout> | null = null;
   let immediate: ReturnType<typeof setImmediate> | null = null;
   let hostAt = Infinity;
+  /** Invariant: true when the armed host timer (if any) is ref'd. */
+  let held = false;
 
   const less = (a: Timer, b: Timer) => a.at < b.at || (a.at === b.at && a.seq < b.seq);
   const push = (t: Timer) => {
@@ -44,8 +46,11 @@ export function createRealClock(): Clock {
     let i = heap.length - 1;
     while (i > 0) {
       const p = (i - 1) >> 1;
-      if (!less(heap[i]!, heap[p]!)) break;
-      [heap[i], heap[p]] = [heap[p]!, heap[i]!];
+      const child = heap[i]!;
+      const parent = heap[p]!;
+      if (!less(child, parent)) break;
+      heap[i] = parent;
+      heap[p] = child;
       i = p;
     }
   };
@@ -62,7 +67,9 @@ export function createRealClock(): Clock {
         if (l < heap.length && less(heap[l]!, heap[m]!)) m = l;
         if (r < heap.length && less(heap[r]!, heap[m]!)) m = r;
         if (m === i) break;
-        [heap[i], heap[m]] = [heap[m]!, heap[i]!];
+        const moved = heap[i]!;
+        heap[i] = heap[m]!;
+        heap[m] = moved;
         i = m;
       }
     }
@@ -81,7 +88,10 @@ export function createRealClock(): Clock {
       hostAt = Infinity;
       return;
     }
-    if ((host || immediate) && hostAt <= next.at) return;
+    if ((host || immediate) && hostAt <= next.at) {
+      hold(live > 0);
+      return;
+    }
     clearHost();
     hostAt = next.at;
     const delay = next.at - now();
@@ -89,6 +99,24 @@ export function createRealClock(): Clock {
     // every `sleep(0)` (a zero backoff, say) cost a millisecond.
     if (delay <= 0) immediate = setImmediate(fire);
     else host = setTimeout(fire, Math.ceil(delay));
+    held = true;
+    hold(live > 0);
+  };
+  /**
+   * Whether the host timer keeps the process alive: only while a live timer waits. With none left
+   * it stays armed but unref'd, rather than cleared: a client that arms and cancels a timeout per
+   * request would otherwise pay a setTimeout and a clearTimeout for every one.
+   */
+  const hold = (on: boolean) => {
+    if (on === held) return;
+    held = on;
+    if (on) {
+      host?.ref();
+      immediate?.ref();
+    } else {
+      host?.unref();
+      immediate?.unref();
+    }
   };
   const clearHost = () => {
     if (host) clearTimeout(host);
@@ -118,8 +146,8 @@ export function createRealClock(): Clock {
     schedule(at, fn) {
       const timer: Timer = { at, seq: seq++, fn };
       push(timer);
-      arm();
       live++;
+      arm();
       return () => {
         if (timer.fn === null) return;
         timer.fn = null;
@@ -127,8 +155,8 @@ export function createRealClock(): Clock {
         // ones (a busy client cancelling a timeout per request), rebuild it without them.
         if (heap.length > 1024 && heap.length > 4 * live) compact();
         // A host timer armed for a cancelled one fires early and re-arms, which is harmless; only
-        // when no live timer is left must it go, so that it never keeps the process alive.
-        if (--live === 0) arm();
+        // when no live timer is left must it stop keeping the process alive.
+        if (--live === 0) hold(false);
       };
     },
   };

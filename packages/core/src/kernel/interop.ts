@@ -8,7 +8,7 @@
  */
 import { invalidType } from "../errors.js";
 import { currentTask } from "./current.js";
-import { type Operation, type Outcome, suspension } from "./operation.js";
+import { type Operation, type Outcome, SelfSuspension, suspension, type Waiter } from "./operation.js";
 
 function abortReason(): Error {
   return new DOMException("the Keel operation was cancelled", "AbortError");
@@ -28,29 +28,23 @@ function abortReason(): Error {
 export function until<T>(promise: PromiseLike<T>): Operation<T> {
   if (typeof (promise as PromiseLike<T> | null)?.then !== "function")
     throw invalidType("until(promise)", "a promise", promise);
-  return suspension<T>({
-    kind: "suspend",
-    description: "until(promise)",
-    interruptible: "normal",
-    enter(resolve) {
-      let live = true;
-      promise.then(
-        (value) => live && resolve({ ok: true, value }),
-        (error) => live && resolve({ ok: false, error }),
-      );
-      return () => {
-        live = false;
-      };
-    },
-    // The waiter ignores a resolve once the task has left this wait: no teardown, no flag.
-    enterWith(waiter) {
-      promise.then(
-        (value) => waiter.resolve({ ok: true, value }),
-        (error) => waiter.resolve({ ok: false, error }),
-      );
-      return undefined;
-    },
-  });
+  return new UntilPromise(promise);
+}
+
+class UntilPromise<T> extends SelfSuspension<T> {
+  readonly description = "until(promise)";
+  readonly interruptible = "normal";
+  constructor(private readonly promise: PromiseLike<T>) {
+    super();
+  }
+  // The waiter ignores a resolve once the task has left this wait: no teardown, no flag.
+  enterWith(waiter: Waiter<T>): undefined {
+    this.promise.then(
+      (value) => waiter.resolve({ ok: true, value }),
+      (error) => waiter.resolve({ ok: false, error }),
+    );
+    return undefined;
+  }
 }
 
 /**
@@ -123,24 +117,27 @@ export function action<T>(
   description = "action",
 ): Operation<T> {
   if (typeof executor !== "function") throw invalidType("action(executor)", "a function", executor);
-  return suspension<T>({
-    kind: "suspend",
-    description,
-    interruptible: "normal",
-    enter(resolve) {
-      return this.enterWith!({ resolve });
-    },
-    enterWith(waiter) {
-      const teardown = executor(
-        (value) => waiter.resolve({ ok: true, value }),
-        (error) => waiter.resolve({ ok: false, error }),
-      );
-      if (teardown !== undefined && typeof teardown !== "function") {
-        throw invalidType("action(executor)", "an executor that returns a teardown function", teardown);
-      }
-      return teardown;
-    },
-  });
+  return new ActionWait(executor, description);
+}
+
+class ActionWait<T> extends SelfSuspension<T> {
+  readonly interruptible = "normal";
+  constructor(
+    private readonly executor: (resolve: (value: T) => void, reject: (error: unknown) => void) => () => void,
+    readonly description: string,
+  ) {
+    super();
+  }
+  enterWith(waiter: Waiter<T>): (() => void) | undefined {
+    const teardown = this.executor(
+      (value) => waiter.resolve({ ok: true, value }),
+      (error) => waiter.resolve({ ok: false, error }),
+    );
+    if (teardown !== undefined && typeof teardown !== "function") {
+      throw invalidType("action(executor)", "an executor that returns a teardown function", teardown);
+    }
+    return teardown;
+  }
 }
 
 /**

@@ -174,6 +174,43 @@ export function suspension<T>(s: Suspension<T>): Operation<T> {
 }
 
 /**
+ * A suspension that is also its own operation and, on its first run, its own iterator: one object
+ * per wait for the kernel's promise and callback waits (`until`, `action`). A later or concurrent
+ * run of the same operation gets an iterator of its own, so it stays re-runnable.
+ */
+export abstract class SelfSuspension<T>
+  implements Suspension<T>, Operation<T>, Iterator<unknown, T, unknown>
+{
+  readonly kind = "suspend";
+  abstract readonly description: string;
+  abstract readonly interruptible: Interruptible;
+  private claimed = false;
+  private yielded = false;
+  abstract enterWith(waiter: Waiter<T>): (() => void) | undefined;
+  enter(resolve: (outcome: Outcome<T>) => void): (() => void) | undefined {
+    return this.enterWith({ resolve });
+  }
+  [Symbol.iterator](): Iterator<unknown, T, unknown> {
+    if (this.claimed) return new YieldOnce<T>(this);
+    this.claimed = true;
+    return this;
+  }
+  next(value?: unknown): IteratorResult<unknown, T> {
+    if (this.yielded) return { done: true, value: value as T };
+    this.yielded = true;
+    return { done: false, value: this };
+  }
+  throw(error?: unknown): IteratorResult<unknown, T> {
+    this.yielded = true;
+    throw error;
+  }
+  return(value?: unknown): IteratorResult<unknown, T> {
+    this.yielded = true;
+    return { done: true, value: value as T };
+  }
+}
+
+/**
  * An operation for a suspension that never resumes with a value (only a cancellation ends it):
  * shared and stateless, since its iterator only ever sees one `next`, then a `throw` or `return`.
  */

@@ -8,6 +8,7 @@
 import type { KeelEventInput } from "../observe/events.js";
 import { Cancelled, type CancelReason } from "./cancelled.js";
 import type { Clock } from "./clock.js";
+import type { ContextValues } from "./context.js";
 import { Frame, sequence } from "./frame.js";
 import type { Interruptible, Outcome, Suspension } from "./operation.js";
 import { enqueue, whenDrained } from "./scheduler.js";
@@ -21,7 +22,11 @@ export const HARD_THROW_LIMIT = 1000;
 
 /** A cancellation request: counted until the frame that made it exits (never, when from outside). */
 export interface CancelRequest {
-  readonly frame: Frame;
+  /**
+   * The frame that made it; null for a request from outside, which belongs to the task's root (the
+   * outermost claim) without needing the root frame to exist.
+   */
+  readonly frame: Frame | null;
   readonly reason: CancelReason;
   readonly external: boolean;
   /** The unwinding that delivered it, or null while it waits for a suspension point. */
@@ -68,7 +73,12 @@ const budgetsAfterDrain: Array<CancellableTask | Unwinding> = [];
 
 /** Not delivered yet, its frame still on the stack, and fresh for the unwinding in progress (if any). */
 function deliverable(r: CancelRequest, last: Unwinding | null): boolean {
-  return !r.deliveredIn && !r.frame.closed && (!last || r.frame.entrySeq > last.seq);
+  if (r.deliveredIn) return false;
+  const f = r.frame;
+  // The root is older than every unwinding (one needs a request, and a request a frame on the
+  // stack), and closes only when the task finishes: so it is fresh only when none is in progress.
+  if (f === null) return last === null;
+  return !f.closed && (!last || f.entrySeq > last.seq);
 }
 
 function armAfterDrain(task: CancellableTask, u: Unwinding): void {
@@ -134,6 +144,13 @@ export abstract class CancellableTask {
 
   /** Makes the root frame and sets both `root` and `top` to it. */
   protected abstract openRoot(): Frame;
+  /** The context values the root frame is (or will be) made with. */
+  protected abstract get rootContextValues(): ContextValues;
+
+  /** The contexts in force at the top of the stack, without making the root frame for it. */
+  protected contextsNow(): ContextValues {
+    return this.topFrame !== null ? this.topFrame.contexts : this.rootContextValues;
+  }
   abstract get clock(): Clock;
   abstract get isSettled(): boolean;
   /** False once the generator has finished (the task may still wait for its children). */
@@ -150,16 +167,18 @@ export abstract class CancellableTask {
    * Counts a request against this task and cancels the children in the frame's region at once
    * (semantics §3: a whole subtree unwinds concurrently). Delivery happens at a suspension point.
    */
-  request(frame: Frame, reason: CancelReason, external: boolean): void {
+  request(frame: Frame | null, reason: CancelReason, external: boolean): void {
     if (this.isSettled || this.abandonPending) return;
-    const r: CancelRequest = { frame, reason, external, deliveredIn: null };
+    // From outside, a request belongs to the root: it is recorded as null, so that cancelling a
+    // task that never needed its root frame (parked in `suspend()`, say) does not make one.
+    const r: CancelRequest = { frame: external ? null : frame, reason, external, deliveredIn: null };
     // A literal, not `[]` then push: a push grows an empty array to 16 slots, for a list of one.
     if (this.requests === NO_REQUESTS) this.requests = [r];
     else this.requests.push(r);
-    if (!external) frame.request = r;
+    if (!external) frame!.request = r;
     if (this.listening)
-      this.emit({ type: "cancel:request", reason, owner: external ? "outside" : frame.info });
-    this.cancelRegionChildren(frame, reason);
+      this.emit({ type: "cancel:request", reason, owner: external ? "outside" : frame!.info });
+    this.cancelRegionChildren(external ? null : frame, reason);
     const cur = this.current;
     if (cur && !cur.outcome && cur.s.interruptible === "normal") enqueue(cur);
   }
@@ -169,8 +188,9 @@ export abstract class CancellableTask {
    * (they filter outside cancellation) and resources (they are torn down when their scope exits,
    * after the body's own cleanup, which may still use them: semaphore permits, an HTTP pool).
    */
-  cancelRegionChildren(frame: Frame, reason: CancelReason): void {
-    if (frame.closed) return;
+  cancelRegionChildren(frame: Frame | null, reason: CancelReason): void {
+    // null: the root's region, the whole stack (and no frame yet means no child anywhere).
+    if (frame === null ? this.topFrame === null : frame.closed) return;
     for (let f: Frame | null = this.top; f; f = f.parent) {
       // Walked in place (no copy): a request never settles a child synchronously, it only queues
       // its delivery; `next` is read first all the same.
@@ -186,7 +206,7 @@ export abstract class CancellableTask {
   /** A request from outside this task: never withdrawn, so the task ends cancelled (or failed). */
   cancelFromOutside(reason: CancelReason): void {
     if (this.isSettled || this.externalRequest()) return;
-    this.request(this.root, reason, true);
+    this.request(null, reason, true);
   }
 
   /** Throws `Cancelled` here if one is due (entering any Keel operation delivers pending ones). */
@@ -229,8 +249,8 @@ export abstract class CancellableTask {
         best = r;
         continue;
       }
-      if (bestDepth < 0) bestDepth = best.frame.depth;
-      const d = r.frame.depth;
+      if (bestDepth < 0) bestDepth = best.frame?.depth ?? 0;
+      const d = r.frame?.depth ?? 0;
       if (d < bestDepth) {
         best = r;
         bestDepth = d;
@@ -238,7 +258,7 @@ export abstract class CancellableTask {
     }
     if (!best) return null;
     const now = this.clock.now();
-    const budgetMs = (this.top.contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
+    const budgetMs = (this.contextsNow()[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
     const u: Unwinding = {
       seq: sequence(),
       cancelled: new Cancelled(best.reason),
@@ -306,7 +326,7 @@ export abstract class CancellableTask {
   withdraw(r: CancelRequest): void {
     const i = this.requests.indexOf(r);
     if (i >= 0) this.requests.splice(i, 1);
-    if (r.frame.request === r) r.frame.request = null;
+    if (r.frame !== null && r.frame.request === r) r.frame.request = null;
     const u = r.deliveredIn;
     if (u && i >= 0 && --u.carried === 0) this.endUnwinding(u);
   }
@@ -335,7 +355,8 @@ export abstract class CancellableTask {
     const u = this.unwinding.find((x) => x.cancelled === c) ?? this.unwinding[this.unwinding.length - 1];
     if (!u) return;
     for (const r of this.requests) {
-      if (!r.deliveredIn && r.frame !== frame && r.frame.encloses(frame)) {
+      // A null frame is the root's, which encloses every frame (and `frame` is never the root).
+      if (!r.deliveredIn && r.frame !== frame && (r.frame === null || r.frame.encloses(frame))) {
         r.deliveredIn = u;
         u.carried++;
       }

@@ -13,6 +13,7 @@ import type { ScopeInfo } from "./cancelled.js";
 import type { ContextValues } from "./context.js";
 import type { TaskImpl } from "./task.js";
 
+let nextFrameId = 1;
 let nextSeq = 1;
 
 /** A global, strictly increasing counter: frame entries and deliveries are ordered by it. */
@@ -27,8 +28,12 @@ export interface ChildPolicy {
 }
 
 export class Frame implements ScopeInfo {
-  /** Orders this entry against deliveries: a frame entered after a delivery is fresh for it. */
-  readonly entrySeq = sequence();
+  readonly id = nextFrameId++;
+  /**
+   * Orders this entry against deliveries: a frame entered after a delivery is fresh for it. A root
+   * frame is 0, older than every delivery, even when it is made late (it is made on first use).
+   */
+  readonly entrySeq: number;
   /** Invariant: `children` holds exactly the tasks spawned here that have not settled. */
   children: ChildList | null = null;
   /** The request this frame made (a timer that fired, a child that failed); at most one. */
@@ -62,11 +67,8 @@ export class Frame implements ScopeInfo {
     readonly deadline: number,
     readonly enteredAt: number,
     public contexts: ContextValues,
-  ) {}
-
-  /** Unique and increasing: the entry's place in the global sequence doubles as the frame's id. */
-  get id(): number {
-    return this.entrySeq;
+  ) {
+    this.entrySeq = parent === null ? 0 : sequence();
   }
 
   get label(): string {

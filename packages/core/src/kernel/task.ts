@@ -176,6 +176,10 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       this.emit({ type: "task:start", name: this.name, parentId: this.parent?.id ?? null });
   }
 
+  protected get rootContextValues(): ContextValues {
+    return this.rootContexts;
+  }
+
   protected openRoot(): Frame {
     const f = new Frame(this, null, "task", null, 0, this.rootDeadline, this.startedAt, this.rootContexts);
     this.root = this.top = f;
@@ -245,7 +249,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
         at: this.clock.now(),
         ...(message === undefined ? {} : { message }),
       };
-      this.request(this.root, reason, true);
+      this.request(null, reason, true);
     }
     return this.settledFuture();
   }
@@ -330,7 +334,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       running = outer;
       if (r.done) {
         // No Outcome for the common case: a body that needs no frame settles straight from it.
-        if (!this.rootOpened) this.settle({ state: "completed", value: r.value });
+        if (this.settlesPlainly()) this.settle({ state: "completed", value: r.value });
         else this.bodySettled({ ok: true, value: r.value });
         return;
       }
@@ -425,11 +429,18 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   // ---- settling -------------------------------------------------------------------------------
 
+  /**
+   * A body that returned without its root frame ever being made (no child, scope, context read) and
+   * without any cancellation (requests from outside do not make the root) has nothing to close, and
+   * nothing that could make its value a swallow: it completes at once.
+   */
+  private settlesPlainly(): boolean {
+    return !this.rootOpened && !this.isCancelling && !this.delivered;
+  }
+
   private bodySettled(o: Outcome<T>): void {
     this.body = null;
-    // A body that returned without ever needing its root frame (no child, no scope, no request, no
-    // context read) has nothing to close: it completes without making one.
-    if (o.ok && !this.rootOpened) {
+    if (o.ok && this.settlesPlainly()) {
       this.settle({ state: "completed", value: o.value });
       return;
     }

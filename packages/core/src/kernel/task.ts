@@ -440,8 +440,12 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   private bodySettled(o: Outcome<T>): void {
     this.body = null;
-    if (o.ok && this.settlesPlainly()) {
-      this.settle({ state: "completed", value: o.value });
+    if (!this.rootOpened) {
+      if (o.ok && this.settlesPlainly()) this.settle({ state: "completed", value: o.value });
+      else {
+        this.bodyOutcome = o;
+        this.finish();
+      }
       return;
     }
     while (this.top !== this.root) this.popFrame(this.top);
@@ -459,11 +463,17 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   private finish(): void {
     if (this.final) return;
-    const root = this.root;
-    root.closed = true;
-    root.runCleanups();
     const o = this.bodyOutcome!;
-    const errors = root.errors;
+    let errors: unknown[] | null;
+    if (this.rootOpened) {
+      const root = this.root;
+      root.closed = true;
+      root.runCleanups();
+      errors = root.errors;
+    } else {
+      // No root frame, so no child, cleanup or recorded error: the body's own outcome is all.
+      errors = !o.ok && !isCancelled(o.error) ? [o.error] : null;
+    }
     if (errors?.length) {
       const primary = errors[0];
       for (const later of errors.slice(1)) this.suppress(primary, later, "a later error in the same task");

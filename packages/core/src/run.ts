@@ -4,6 +4,7 @@
  */
 import { checkDurationMs, invalidType } from "./errors.js";
 import type { Clock } from "./kernel/clock.js";
+import type { ContextValues } from "./kernel/context.js";
 import { checkOp, nameOf, type Op } from "./kernel/operation.js";
 import { RANDOM_CONTEXT_KEY, type RandomSource } from "./kernel/random.js";
 import { createRuntime } from "./kernel/runtime.js";
@@ -71,12 +72,18 @@ export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
     parent: null,
     owner: null,
     runtime: createRuntime(options.onEvent),
-    contexts: {
-      [CLOCK_KEY]: clock,
-      [BUDGET_KEY]: budget,
-      ...(options.random ? { [RANDOM_CONTEXT_KEY]: options.random } : {}),
-    },
+    contexts: rootContexts(clock, budget, options.random),
     deadline: Infinity,
   });
   return task.start();
+}
+
+/**
+ * Built by assignment, not with a spread: a spread of symbol keys leaves the object in dictionary
+ * mode, and every task reads its clock and budget from here (or from a frame that inherits them).
+ */
+function rootContexts(clock: Clock, budget: number, random: RandomSource | undefined): ContextValues {
+  const contexts: ContextValues = { [CLOCK_KEY]: clock, [BUDGET_KEY]: budget };
+  if (random) contexts[RANDOM_CONTEXT_KEY] = random;
+  return contexts;
 }

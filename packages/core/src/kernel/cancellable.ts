@@ -396,7 +396,6 @@ export abstract class CancellableTask {
       label,
       this.requests.length,
       deadline,
-      this.clock.now(),
       parent.contexts,
     );
     this.top = f;

@@ -65,7 +65,6 @@ export class Frame implements ScopeInfo {
     readonly countAtEntry: number,
     /** The effective deadline inside this frame: min of its own and what was in force at entry. */
     readonly deadline: number,
-    readonly enteredAt: number,
     public contexts: ContextValues,
   ) {
     this.entrySeq = parent === null ? 0 : sequence();

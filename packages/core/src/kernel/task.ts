@@ -181,7 +181,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   protected openRoot(): Frame {
-    const f = new Frame(this, null, "task", null, 0, this.rootDeadline, this.startedAt, this.rootContexts);
+    const f = new Frame(this, null, "task", null, 0, this.rootDeadline, this.rootContexts);
     this.root = this.top = f;
     return f;
   }
@@ -760,7 +760,6 @@ function settledFrame(): Frame {
       "settled",
       0,
       Infinity,
-      0,
       {},
     );
     sharedSettledFrame.closed = true;

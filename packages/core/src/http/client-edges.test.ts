@@ -1,7 +1,8 @@
 import { retry, scoped, timeout } from "@keel/core";
-import { createHttpClient, type HttpError } from "@keel/core/http";
+import { createHttpClient, type HttpError, HttpTimeoutError } from "@keel/core/http";
 import { createFaultServer, createHarness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
+import { outcome } from "../../test/support/outcome.js";
 
 describe("HTTP client edges", () => {
   it("a deadline spent by blocking work opens no socket: the caller's TimeoutError comes first", async () => {
@@ -68,6 +69,39 @@ describe("HTTP client edges", () => {
       return null;
     });
     expect(code).toBe("KEEL_CLIENT_CLOSED");
+    await h.expectClean();
+  });
+
+  it("without retry, a phase limit due at the total's instant loses to the total; every timer is gone after", async () => {
+    const h = createHarness();
+    const r = await h.run(function* () {
+      const server = yield* createFaultServer(
+        { "/hang": { hang: "before-headers" } },
+        { connectHang: false },
+      );
+      const client = yield* createHttpClient({ baseUrl: server.url, retry: false });
+      return yield* outcome(h, client.getJson("/hang", { timeouts: { headersMs: 100, totalMs: 100 } }));
+    });
+    expect(r).toMatchObject({ ok: false, at: 100, timers: 0 });
+    expect(r.error).toBeInstanceOf(HttpTimeoutError);
+    expect(r.error).toMatchObject({ phase: "total", code: "KEEL_HTTP_TOTAL_TIMEOUT", timeoutMs: 100 });
+    await h.expectClean();
+  });
+
+  it("a phase limit later than the one armed before it still fires at its own instant", async () => {
+    const h = createHarness();
+    const r = await h.run(function* () {
+      const server = yield* createFaultServer(
+        { "/hang": { hang: "before-headers" } },
+        { connectHang: false },
+      );
+      const client = yield* createHttpClient({ baseUrl: server.url, retry: false });
+      // The connect limit (50) is armed first and passes while the request waits for headers.
+      const timeouts = { connectMs: 50, headersMs: 300, totalMs: 1000 };
+      return yield* outcome(h, client.getJson("/hang", { timeouts }));
+    });
+    expect(r).toMatchObject({ ok: false, at: 300, timers: 0 });
+    expect(r.error).toMatchObject({ phase: "headers", timeoutMs: 300, deadline: 300, elapsedMs: 300 });
     await h.expectClean();
   });
 });

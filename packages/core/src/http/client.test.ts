@@ -536,6 +536,13 @@ describe("createHttpClient: a request in the task tree and the event stream", ()
       "http:headers 200@400",
       "http:body@400",
     ]);
+    // The phase limit reports what its timeout scope would (semantics §9), owned by that phase.
+    const fired = h.eventsOf("timeout:fire");
+    expect(fired.map((e) => `${e.scope.label} ${e.timeoutMs} ${e.deadline}@${e.at}`)).toEqual([
+      expect.stringMatching(/^GET .*\/hang headers 300 300@300$/),
+    ]);
+    const requests = h.eventsOf("cancel:request").filter((e) => e.reason.kind === "timeout");
+    expect(requests.map((e) => [e.owner, e.at])).toEqual([[fired[0]!.scope, 300]]);
     await expectAllClosed(h, server);
   });
 });

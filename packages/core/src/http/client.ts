@@ -3,16 +3,16 @@
  * retries by status, and the deadline sent downstream.
  * @module
  */
-import { Agent, type Dispatcher } from "undici";
-import { checkDurationMs, invalidRange, invalidType, KeelError } from "../errors.js";
-import type { Clock } from "../kernel/clock.js";
+import { Agent } from "undici";
+import { KeelError } from "../errors.js";
 import { until } from "../kernel/interop.js";
 import type { Operation } from "../kernel/operation.js";
 import { resource } from "../kernel/resource.js";
 import type { RetryPolicy } from "../resilience/retry.js";
 import { useClock } from "../time/deadline.js";
 import { ConnectionBook } from "./connections.js";
-import { performRequest, type RequestPlan } from "./perform.js";
+import { performRequest } from "./perform.js";
+import { type ClientState, checkClientOptions, planFor } from "./plan.js";
 import type { HttpResponse } from "./response.js";
 
 /**
@@ -166,13 +166,6 @@ export interface HttpClient {
   getJson<T = unknown>(path: string, options?: Omit<RequestOptions, "method" | "expect">): Operation<T>;
 }
 
-export const DEFAULT_TIMEOUTS: Required<HttpTimeouts> = {
-  connectMs: 10_000,
-  headersMs: 30_000,
-  bodyIdleMs: 30_000,
-  totalMs: 60_000,
-};
-
 /**
  * Creates an HTTP client: a resource whose connection pool closes when the calling scope ends.
  *
@@ -215,41 +208,32 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       headersTimeout: 0,
       bodyTimeout: 0,
     });
+    const state: ClientState = { ...base, agent, connections, clock, targets: new Map() };
     let closed = false;
-    const open = (plan: RequestPlan): RequestPlan => {
+    const call = (
+      path: string,
+      opts: RequestOptions,
+      method: string | undefined,
+      mode: "response" | "json",
+    ) => {
+      const plan = planFor(state, path, opts, method, mode);
       if (closed)
         throw new KeelError("KEEL_CLIENT_CLOSED", "http client: used after the scope that created it ended");
-      return plan;
+      return performRequest(plan);
     };
-    const request = (path: string, opts: RequestOptions = {}) =>
-      performRequest(
-        open(planFor(base, agent, connections, clock, path, opts, "response")),
-      ) as Operation<HttpResponse>;
     const verb =
       (method: string) =>
       (path: string, opts: Omit<RequestOptions, "method"> = {}) =>
-        request(path, { ...opts, method });
+        call(path, opts, method, "response") as Operation<HttpResponse>;
     const client: HttpClient = {
-      request,
+      request: (path, opts = {}) => call(path, opts, undefined, "response") as Operation<HttpResponse>,
       get: verb("GET"),
       post: verb("POST"),
       put: verb("PUT"),
       patch: verb("PATCH"),
       delete: verb("DELETE"),
       getJson: <T>(path: string, opts: Omit<RequestOptions, "method" | "expect"> = {}) =>
-        performRequest(
-          open(
-            planFor(
-              base,
-              agent,
-              connections,
-              clock,
-              path,
-              { ...opts, method: "GET", expect: (s) => s >= 200 && s < 300 },
-              "json",
-            ),
-          ),
-        ) as Operation<T>,
+        call(path, opts, "GET", "json") as Operation<T>,
     };
     try {
       yield* provide(client);
@@ -263,102 +247,4 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       yield* until(destroyed);
     }
   });
-}
-
-interface ClientBase {
-  readonly baseUrl: URL | null;
-  readonly headers: Record<string, string>;
-  readonly keepAlive: boolean;
-  readonly timeouts: Required<HttpTimeouts>;
-  readonly retry: RetryPolicy | false;
-  readonly deadlineHeader: string | false;
-}
-
-function checkClientOptions(o: HttpClientOptions): ClientBase {
-  let baseUrl: URL | null = null;
-  if (o.baseUrl !== undefined) {
-    try {
-      baseUrl = new URL(o.baseUrl);
-    } catch {
-      throw invalidType("createHttpClient({ baseUrl })", "an absolute http(s) URL", o.baseUrl);
-    }
-    if (!/^https?:$/.test(baseUrl.protocol))
-      throw invalidType("createHttpClient({ baseUrl })", "an http(s) URL", o.baseUrl);
-  }
-  const c = o.connections;
-  if (c !== undefined && (typeof c !== "number" || !Number.isInteger(c) || c < 1)) {
-    throw invalidRange("createHttpClient({ connections })", "a whole number ≥ 1", c);
-  }
-  return {
-    baseUrl,
-    headers: { ...(o.headers ?? {}) },
-    keepAlive: o.keepAlive ?? true,
-    timeouts: { ...DEFAULT_TIMEOUTS, ...checkTimeouts("createHttpClient({ timeouts })", o.timeouts) },
-    retry: o.retry ?? {},
-    deadlineHeader: o.deadlineHeader ?? false,
-  };
-}
-
-export function checkTimeouts(where: string, t: HttpTimeouts | undefined): HttpTimeouts {
-  if (t === undefined) return {};
-  for (const k of ["connectMs", "headersMs", "bodyIdleMs", "totalMs"] as const) {
-    if (t[k] !== undefined) checkDurationMs(`${where.slice(0, -1)}.${k} })`, t[k]);
-  }
-  return t;
-}
-
-function planFor(
-  base: ClientBase,
-  agent: Dispatcher,
-  connections: ConnectionBook,
-  clock: Clock,
-  path: string,
-  o: RequestOptions,
-  mode: "response" | "json",
-): RequestPlan {
-  if (typeof path !== "string") throw invalidType("request(path)", "a string", path);
-  let url: URL;
-  try {
-    url = base.baseUrl ? new URL(path, base.baseUrl) : new URL(path);
-  } catch {
-    throw invalidType(
-      "request(path)",
-      base.baseUrl ? "a path or URL" : "an absolute URL (no baseUrl is set)",
-      path,
-    );
-  }
-  if (!/^https?:$/.test(url.protocol)) throw invalidType("request(path)", "an http(s) URL", path);
-  for (const [k, v] of Object.entries(o.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
-  if (o.body !== undefined && o.json !== undefined)
-    throw invalidType("request(path, { body, json })", "either body or json, not both", "both");
-  const timeouts = { ...base.timeouts, ...checkTimeouts("request(path, { timeouts })", o.timeouts) };
-  // Header names are case-insensitive: merge them lowercased, so a request's `x-a` replaces the
-  // client's `X-A` instead of sending both.
-  const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(base.headers)) headers[k.toLowerCase()] = v;
-  for (const [k, v] of Object.entries(o.headers ?? {})) headers[k.toLowerCase()] = v;
-  let body: string | Uint8Array | null = o.body ?? null;
-  if (o.json !== undefined) {
-    body = JSON.stringify(o.json);
-    headers["content-type"] ??= "application/json";
-  }
-  if (o.idempotencyKey !== undefined) headers["idempotency-key"] = o.idempotencyKey;
-  const method = (o.method ?? "GET").toUpperCase();
-  return {
-    agent,
-    connections,
-    clock,
-    url,
-    href: url.href,
-    method,
-    headers,
-    body,
-    keepAlive: base.keepAlive,
-    timeouts: timeouts as Required<HttpTimeouts>,
-    retry: o.retry ?? base.retry,
-    idempotent: o.idempotencyKey !== undefined || !["POST", "PATCH"].includes(method),
-    expect: o.expect === false ? () => true : (o.expect ?? ((s) => s < 400)),
-    deadlineHeader: base.deadlineHeader,
-    mode,
-  };
 }

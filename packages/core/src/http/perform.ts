@@ -1,232 +1,283 @@
 /**
- * Performing one request: attempts with phased timeouts, inside retry, inside the total budget.
+ * Performing one request: an attempt with phased limits, inside retry, inside the total budget.
+ *
+ * Without retry (the hot case) the call and its attempt are two generators, and the attempt enforces
+ * the total itself, on the same timer as its phase limits. With retry, the total is a timeout scope
+ * around the loop, since it must also end the loop's pauses.
  * @module
  */
-import type { Dispatcher } from "undici";
 import { isCancelled } from "../kernel/cancelled.js";
-import type { Clock } from "../kernel/clock.js";
-import { currentTask } from "../kernel/current.js";
+import { taskOf } from "../kernel/current.js";
 import type { Frame } from "../kernel/frame.js";
-import type { Operation, Suspension } from "../kernel/operation.js";
+import { CURRENT_TASK, type Operation } from "../kernel/operation.js";
 import type { TaskImpl } from "../kernel/task.js";
-import { type AttemptInfo, type RetryPolicy, retry } from "../resilience/retry.js";
+import { type AttemptInfo, retry } from "../resilience/retry.js";
 import { isTransient } from "../resilience/transient.js";
 import { timeoutScope } from "../time/timeout.js";
-import type { HttpTimeouts } from "./client.js";
-import { type ConnectionBook, originKey } from "./connections.js";
-import { HttpError, type HttpPhase, HttpTimeoutError } from "./errors.js";
-import { Exchange, waitOnExchange } from "./exchange.js";
+import { HttpError } from "./errors.js";
+import { createExchange, type Exchange } from "./exchange.js";
+import {
+  closePhase,
+  endFrame,
+  enterLimit,
+  openPhase,
+  stopTimer,
+  throwThrough,
+  timeoutError,
+  totalTimeout,
+} from "./limits.js";
+import type { RequestPlan } from "./plan.js";
 import { HttpResponseImpl } from "./response.js";
 import { parseRetryAfter } from "./retry-after.js";
-
-/** Everything a request needs, validated when the request was made. */
-export interface RequestPlan {
-  readonly agent: Dispatcher;
-  readonly connections: ConnectionBook;
-  readonly clock: Clock;
-  readonly url: URL;
-  /** `url.href`, serialised once. */
-  readonly href: string;
-  readonly method: string;
-  readonly headers: Record<string, string>;
-  readonly body: string | Uint8Array | null;
-  readonly keepAlive: boolean;
-  readonly timeouts: Required<HttpTimeouts>;
-  readonly retry: RetryPolicy | false;
-  /** GET/PUT/DELETE…, or any method with an idempotency key: safe to send twice. */
-  readonly idempotent: boolean;
-  readonly expect: (status: number) => boolean;
-  readonly deadlineHeader: string | false;
-  /** `response`: hand the response to the caller; `json`: read and parse it within the attempt. */
-  readonly mode: "response" | "json";
-}
 
 const EXCERPT_BYTES = 2048;
 /** Failures of attempts that never reached a socket: safe to retry for any method. */
 const neverSent = new WeakSet<object>();
 
 export function performRequest(plan: RequestPlan): Operation<unknown> {
-  const label = `${plan.method} ${plan.url.pathname}${plan.url.search}`;
+  return plan.retry === false ? new SingleAttempt(plan) : retried(plan);
+}
+
+/** A call without retry; every run of it is a new call. */
+class SingleAttempt implements Operation<unknown> {
+  constructor(private readonly plan: RequestPlan) {}
+  [Symbol.iterator](): Iterator<unknown, unknown, unknown> {
+    return single(this.plan);
+  }
+}
+
+function* single(plan: RequestPlan): Generator<unknown, unknown, unknown> {
+  const task = taskOf(yield CURRENT_TASK, plan.label);
+  task.checkpoint();
+  // The response body belongs to the scope that made the request (not to the total's).
+  const owner = task.top;
+  const { clock, timeouts } = plan;
+  const totalMs = timeouts.totalMs;
+  if (totalMs === Infinity) {
+    const ex = createExchange(plan, headersFor(plan, task), 0, Infinity);
+    // No frame of the attempt's own outlives a phase: the caller's gives the timer back if the
+    // task is abandoned.
+    const off = owner.onExit(() => stopTimer(ex));
+    try {
+      return yield* attempt(plan, task, owner, ex, Infinity);
+    } finally {
+      off();
+    }
+  }
+  const from = clock.now();
+  const totalAt = from + totalMs;
+  // A spent budget starts nothing (the deadline is inclusive).
+  if (totalAt <= from) throw timeoutError(task, plan, "total", totalMs, totalAt, 0);
+  const frame = task.pushFrame("timeout", `${plan.label} total`, totalAt);
+  let value: unknown;
+  try {
+    const ex = createExchange(plan, headersFor(plan, task), from, totalMs);
+    // The frame gives the timer back on every exit, an abandoned task's included.
+    frame.own = () => stopTimer(ex);
+    value = yield* attempt(plan, task, owner, ex, totalAt);
+  } catch (error) {
+    throwThrough(task, frame, error);
+  }
+  endFrame(task, frame);
+  return value;
+}
+
+function retried(plan: RequestPlan): Operation<unknown> {
+  const { label, clock } = plan;
+  const policy = plan.retry as Exclude<RequestPlan["retry"], false>;
   return {
     *[Symbol.iterator]() {
-      const task = yield* currentTask(label);
+      const task = taskOf(yield CURRENT_TASK, label);
       task.checkpoint();
-      // The response body belongs to the scope that made the request (not to retry's or total's).
       const owner = task.top;
       const totalMs = plan.timeouts.totalMs;
-      const totalDeadline = totalMs === Infinity ? Infinity : plan.clock.now() + totalMs;
-      let op: Operation<unknown> = {
-        [Symbol.iterator]: () => attempt(plan, task, owner, label, totalDeadline),
+      const totalDeadline = totalMs === Infinity ? Infinity : clock.now() + totalMs;
+      const attemptOp: Operation<unknown> = {
+        [Symbol.iterator]: () => {
+          const ex = createExchange(plan, headersFor(plan, task), 0, Infinity);
+          // As in `single` without a total: the scope retry runs the attempt in gives the timer back.
+          const off = task.top.onExit(() => stopTimer(ex));
+          return withCleanup(attempt(plan, task, owner, ex, totalDeadline), off);
+        },
       };
-      if (plan.retry !== false) {
-        const policy = plan.retry;
-        const retryOn = (error: unknown, info: AttemptInfo) =>
-          (policy.retryOn ?? isTransient)(error, info) && (plan.idempotent || neverSent.has(error as object));
-        const attemptOp = op;
-        const namedAttempt = Object.defineProperty(() => attemptOp, "name", { value: label });
-        op = retry(namedAttempt, { attempts: 3, ...policy, retryOn });
+      const retryOn = (error: unknown, info: AttemptInfo) =>
+        (policy.retryOn ?? isTransient)(error, info) && (plan.idempotent || neverSent.has(error as object));
+      const namedAttempt = Object.defineProperty(() => attemptOp, "name", { value: label });
+      let op = retry(namedAttempt, { attempts: 3, ...policy, retryOn });
+      if (totalDeadline !== Infinity) {
+        op = timeoutScope(op, `${label} total`, () => totalDeadline, {
+          make: (i) => timeoutError(task, plan, "total", totalMs, i.deadline, i.elapsedMs),
+        });
       }
-      if (totalDeadline !== Infinity)
-        op = phase(task, plan, "total", totalMs, label, op, () => totalDeadline);
       return yield* op;
     },
   };
 }
 
+function* withCleanup<T>(
+  it: Generator<unknown, T, unknown>,
+  off: () => void,
+): Generator<unknown, T, unknown> {
+  try {
+    return yield* it;
+  } finally {
+    off();
+  }
+}
+
+/** The request's headers, with the deadline in force when the client sends one downstream. */
+function headersFor(plan: RequestPlan, task: TaskImpl<unknown>): Record<string, string> {
+  if (!plan.deadlineHeader) return plan.headers;
+  const left = task.effectiveDeadline() - plan.clock.now();
+  if (left === Infinity) return plan.headers;
+  return { ...plan.headers, [plan.deadlineHeader.toLowerCase()]: String(Math.max(0, Math.floor(left))) };
+}
+
+/**
+ * One attempt: dispatch, connect, headers, then the body (read here for getJson, handed over for
+ * the others). The exchange's timer carries the phase limits, and the total when `single` owns it.
+ */
 function* attempt(
   plan: RequestPlan,
   task: TaskImpl<unknown>,
   owner: Frame,
-  label: string,
+  ex: Exchange,
   totalDeadline: number,
 ): Generator<unknown, unknown, unknown> {
-  const { clock, url, method, timeouts } = plan;
-  const headers = { ...plan.headers };
-  if (plan.deadlineHeader) {
-    const left = task.effectiveDeadline() - clock.now();
-    if (left !== Infinity) headers[plan.deadlineHeader.toLowerCase()] = String(Math.max(0, Math.floor(left)));
-  }
-  const ex = new Exchange({
-    dispatcher: plan.agent,
-    origin: url.origin,
-    path: `${url.pathname}${url.search}`,
-    method,
-    headers,
-    body: plan.body,
-    reset: !plan.keepAlive,
-    clock,
-    holdKey: originKey(url.hostname, url.port, url.protocol),
-    connections: plan.connections,
-    // getJson reads the body at once; a response handed over keeps it on the socket until read.
-    holdBody: plan.mode === "response",
-  });
-  if (task.effectiveDeadline() <= clock.now()) {
+  const { clock, method, timeouts, href } = plan;
+  const spentAt = task.effectiveDeadline();
+  if (spentAt <= clock.now()) {
     // Spent, but its timer has not fired yet (blocking work ran past it): wait here for it, so the
     // cancellation lands before any socket is opened.
-    yield* sleepUntil(task, task.effectiveDeadline(), `${label}: deadline spent`);
+    enterLimit(ex, null, spentAt);
+    try {
+      yield ex.wait("spent");
+    } finally {
+      stopTimer(ex);
+    }
+    if (ex.expired === "total") throw totalTimeout(task, ex);
   }
   const startedAt = clock.now();
   // Per-phase events are built only for a listener: this is every request's path.
   const listening = task.runtime.listening;
-  const href = plan.href;
   if (listening) task.emit({ type: "http:request", method, url: href });
-  let res: HttpResponseImpl | null = null;
   let handedOver = false;
   try {
     ex.start();
-    yield* phase(
-      task,
-      plan,
-      "connect",
-      timeouts.connectMs,
-      label,
-      waitOnExchange(
-        ex,
-        () => ex.stage !== "connecting",
-        () => `${label}: connecting`,
-      ),
-    );
+    let limit = openPhase(task, ex, "connect", timeouts.connectMs);
+    let failure: unknown = null;
+    try {
+      yield ex.wait("connect");
+    } catch (e) {
+      failure = e;
+    }
+    closePhase(task, ex, limit, failure);
     if (listening && ex.stage !== "failed") {
       task.emit({ type: "http:connect", method, url: href, elapsedMs: clock.now() - startedAt });
     }
-    yield* phase(
-      task,
-      plan,
-      "headers",
-      timeouts.headersMs,
-      label,
-      waitOnExchange(
-        ex,
-        () => ex.stage !== "waiting-headers",
-        () => `${label}: waiting for headers`,
-      ),
-    );
+    limit = openPhase(task, ex, "headers", timeouts.headersMs);
+    try {
+      yield ex.wait("headers");
+    } catch (e) {
+      failure = e;
+    }
+    closePhase(task, ex, limit, failure);
     if (ex.stage === "failed") throw ex.error;
+    const status = ex.status;
     if (listening) {
-      task.emit({
-        type: "http:headers",
+      task.emit({ type: "http:headers", method, url: href, status, elapsedMs: clock.now() - startedAt });
+    }
+    if (!plan.expect(status)) {
+      const excerpt = yield* readBody(task, ex, startedAt, EXCERPT_BYTES);
+      const retryAfterMs = parseRetryAfter(ex.headers["retry-after"], clock.now());
+      throw new HttpError({
         method,
         url: href,
-        status: ex.status,
-        elapsedMs: clock.now() - startedAt,
+        status,
+        headers: ex.headers,
+        bodyExcerpt: excerpt.subarray(0, EXCERPT_BYTES).toString("utf8"),
+        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+        // A POST that reached the server is not safe to send again, whatever its status says.
+        retryable: plan.idempotent ? undefined : false,
       });
     }
-    res = new HttpResponseImpl(ex, {
-      label,
+    if (plan.mode === "json") {
+      const body = yield* readBody(task, ex, startedAt, Infinity);
+      // A 2xx of a GET: bodyless by its 204 or its `content-length: 0`.
+      if (ex.bodyless) return undefined;
+      return JSON.parse(body.toString("utf8"));
+    }
+    // From here on the body's reads have limits of their own.
+    stopTimer(ex);
+    const res = new HttpResponseImpl(ex, {
+      label: plan.label,
       method,
       url: href,
       startedAt,
       bodyIdleMs: timeouts.bodyIdleMs,
       totalDeadline,
       totalMs: timeouts.totalMs,
-      insideTotal: plan.mode === "json",
     });
-    if (
-      plan.mode === "json" &&
-      (ex.status === 204 || ex.headers["content-length"] === "0") &&
-      plan.expect(ex.status)
-    ) {
-      yield* res.bytes();
-      return undefined;
-    }
-    if (!plan.expect(ex.status)) {
-      const bodyExcerpt = yield* res.excerpt(EXCERPT_BYTES);
-      const retryAfterMs = parseRetryAfter(ex.headers["retry-after"], clock.now());
-      throw new HttpError({
-        method,
-        url: href,
-        status: ex.status,
-        headers: ex.headers,
-        bodyExcerpt,
-        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-        // A POST that reached the server is not safe to send again, whatever its status says.
-        retryable: plan.idempotent ? undefined : false,
-      });
-    }
-    if (plan.mode === "json") return yield* res.json();
-    const response = res;
-    response.onConsumed(owner.onExit(() => response.release()));
+    res.onConsumed(owner.onExit(() => res.release()));
     handedOver = true;
     return res;
   } catch (e) {
     if (!ex.written && !isCancelled(e) && typeof e === "object" && e !== null) neverSent.add(e);
     throw e;
   } finally {
-    if (!handedOver) {
-      if (res) res.release();
-      else ex.abort(new Error(`${label}: the attempt ended before a response`));
-    }
+    stopTimer(ex);
+    // Not read to its end (an error, a timeout, a cancellation, an excerpt): never pooled half-read.
+    if (!handedOver && ex.stage !== "done")
+      ex.abort(new Error(`${plan.label}: the attempt ended before a response`));
   }
 }
 
-function phase<T>(
+/**
+ * Reads the body until its end, or until `max` bytes: every wait bounded by the gap allowed between
+ * chunks (once a first one has come) and by the timer's total.
+ */
+function* readBody(
   task: TaskImpl<unknown>,
-  plan: RequestPlan,
-  name: HttpPhase,
-  ms: number,
-  label: string,
-  op: Operation<T>,
-  deadline?: () => number,
-): Operation<T> {
-  if (ms === Infinity) return op;
-  // The scope's own error is made exactly when this phase timed out: report it there.
-  return timeoutScope(op, `${label} ${name}`, deadline ?? ((t) => t + ms), {
-    make: (i) => {
-      task.emit({ type: "http:timeout", method: plan.method, url: plan.href, phase: name, timeoutMs: ms });
-      return new HttpTimeoutError({ ...i, timeoutMs: ms, phase: name, label });
-    },
-  });
-}
-
-function sleepUntil(task: TaskImpl<unknown>, at: number, description: string): Operation<void> {
-  return {
-    *[Symbol.iterator]() {
-      yield {
-        kind: "suspend",
-        description,
-        interruptible: "normal",
-        enter: (resolve) => task.clock.schedule(at, () => resolve({ ok: true, value: undefined })),
-      } satisfies Suspension<void>;
-    },
-  };
+  ex: Exchange,
+  startedAt: number,
+  max: number,
+): Generator<unknown, Buffer, unknown> {
+  const plan = ex.plan;
+  let parts: Buffer[] | null = null;
+  let size = 0;
+  for (;;) {
+    task.checkpoint();
+    if (ex.chunks.length === 0 && ex.stage === "body") {
+      ex.resumeReading();
+      // The idle limit is the longest gap *between* chunks (conformance 116(d)): the wait for the
+      // first chunk after the headers is bounded by the total budget and the deadline only.
+      const idleMs = ex.receivedBytes > 0 ? plan.timeouts.bodyIdleMs : Infinity;
+      const limit = openPhase(task, ex, "body", idleMs);
+      let failure: unknown = null;
+      try {
+        yield ex.wait("body");
+      } catch (e) {
+        failure = e;
+      }
+      closePhase(task, ex, limit, failure);
+      continue;
+    }
+    const taken = ex.take();
+    for (const c of taken) size += c.length;
+    parts = parts === null ? taken : parts.concat(taken);
+    if (size >= max) break;
+    if (ex.stage === "failed") throw ex.error;
+    if (ex.stage === "done") {
+      const { method, href } = plan;
+      task.emit({
+        type: "http:body",
+        method,
+        url: href,
+        bytes: ex.receivedBytes,
+        elapsedMs: plan.clock.now() - startedAt,
+      });
+      break;
+    }
+  }
+  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
 }

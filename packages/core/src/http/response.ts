@@ -3,11 +3,11 @@
  * @module
  */
 import { taskOf } from "../kernel/current.js";
-import { CURRENT_TASK, type Operation } from "../kernel/operation.js";
+import { CURRENT_TASK, type Operation, suspension } from "../kernel/operation.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { timeoutScope } from "../time/timeout.js";
 import { BodyReleasedError, HttpTimeoutError } from "./errors.js";
-import { type Exchange, waitOnExchange } from "./exchange.js";
+import type { Exchange } from "./exchange.js";
 
 /**
  * A response whose body is read with operations, inside the scope that made the request.
@@ -60,8 +60,6 @@ export interface BodyLimits {
   readonly bodyIdleMs: number;
   readonly totalDeadline: number;
   readonly totalMs: number;
-  /** The read runs inside the request's own total scope already (getJson): no second one. */
-  readonly insideTotal: boolean;
 }
 
 export class HttpResponseImpl implements HttpResponse {
@@ -163,7 +161,7 @@ export class HttpResponseImpl implements HttpResponse {
     return null;
   }
 
-  /** The whole body, read in one loop (no operation per chunk: this is every getJson). */
+  /** The whole body, read in one loop (no operation per chunk: this is every `text()` and `json()`). */
   private *readAll(): Generator<unknown, Buffer, unknown> {
     const task = taskOf(yield CURRENT_TASK, this.readLabel);
     const parts: Buffer[] = [];
@@ -172,13 +170,7 @@ export class HttpResponseImpl implements HttpResponse {
   }
 
   private waitForData(): Operation<void> {
-    const ex = this.ex;
-    const label = this.limits.label;
-    return waitOnExchange(
-      ex,
-      () => ex.chunks.length > 0 || ex.stage !== "body",
-      () => `${label}: reading body (${ex.receivedBytes} bytes so far)`,
-    );
+    return suspension(this.ex.wait("body"));
   }
 
   private bounded(op: Operation<void>): Operation<void> {
@@ -192,7 +184,7 @@ export class HttpResponseImpl implements HttpResponse {
         make: (i) => new HttpTimeoutError({ ...i, timeoutMs: bodyIdleMs, phase: "body", label }),
       });
     }
-    if (totalDeadline !== Infinity && !this.limits.insideTotal) {
+    if (totalDeadline !== Infinity) {
       inner = timeoutScope(inner, `${label} total`, () => totalDeadline, {
         make: (i) =>
           new HttpTimeoutError({
@@ -239,27 +231,6 @@ export class HttpResponseImpl implements HttpResponse {
             return c === null ? { done: true, value: undefined } : { done: false, value: c };
           },
         };
-      },
-    };
-  }
-
-  /** Up to `max` bytes of the body as text, for error reports; the rest is discarded. */
-  excerpt(max: number): Operation<string> {
-    const self = this;
-    return {
-      *[Symbol.iterator]() {
-        const parts: Buffer[] = [];
-        let size = 0;
-        for (
-          let c = yield* self.read();
-          c !== null && size < max;
-          c = size < max ? yield* self.read() : null
-        ) {
-          parts.push(c);
-          size += c.length;
-        }
-        self.release();
-        return Buffer.concat(parts).subarray(0, max).toString("utf8");
       },
     };
   }

@@ -144,6 +144,9 @@ describe("I. releasing resources under cancellation", () => {
         "http:headers@100",
         "http:timeout total@1000",
       ]);
+      expect(h.eventsOf("timeout:fire").map((e) => `${e.scope.label} ${e.timeoutMs}@${e.at}`)).toEqual([
+        expect.stringMatching(/ total 1000@1000$/),
+      ]);
       expect(lifetimes(server)).toEqual([[0, 1000]]);
       await expectAllClosed(h, server);
     });

@@ -1,0 +1,190 @@
+/**
+ * The undici side of an exchange: the handler methods undici calls as the request reaches a socket
+ * and the response arrives, and the wake-up of the task waiting on it.
+ * @module
+ */
+import type { Dispatcher } from "undici";
+import type { Outcome } from "../kernel/operation.js";
+import type { Exchange } from "./exchange.js";
+
+/** Event-loop turns a dispatched request keeps virtual time from jumping (see `start`). */
+const DISPATCH_HOLD_TURNS = 4;
+
+function afterTurns(turns: number, fn: () => void): void {
+  if (turns <= 0) fn();
+  else setImmediate(() => afterTurns(turns - 1, fn));
+}
+
+/** Pause reading above this many buffered bytes (backpressure on the socket). */
+const HIGH_WATER_BYTES = 256 * 1024;
+
+const RESUMED: Outcome<void> = Object.freeze({ ok: true, value: undefined });
+
+export function start(this: Exchange): void {
+  const { agent, origin, path, method, body, keepAlive, clock, holdKey } = this.plan;
+  // undici may hand the request to a socket a few event-loop turns after dispatch (a pooled
+  // connection frees itself asynchronously): hold virtual time for those turns, so autojump does
+  // not fire a timer meanwhile. A request still waiting after that is queued behind busy sockets,
+  // whose servers hold time themselves while they work.
+  this.waitingForSocket = true;
+  this.plan.connections.waitStart(holdKey);
+  const releaseDispatchHold = clock.hold?.(`${method} ${path}: dispatching`, holdKey);
+  if (releaseDispatchHold) afterTurns(DISPATCH_HOLD_TURNS, releaseDispatchHold);
+  agent.dispatch(
+    {
+      origin,
+      path,
+      method,
+      headers: this.headersSent,
+      body,
+      reset: !keepAlive,
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    },
+    this as unknown as Dispatcher.DispatchHandler,
+  );
+}
+
+/** undici: the request is about to be written to a connected socket. */
+export function onConnect(this: Exchange, abort: (err?: Error) => void): void {
+  stopWaiting(this, false);
+  this.abortFn = abort as (reason: Error) => void;
+  // Aborted while it waited for a connection: throwing here (rather than calling `abort`)
+  // makes undici drop the request and keep the fresh socket for the next one in the queue.
+  if (this.abortedWith) throw this.abortedWith;
+  this.written = true;
+  this.stage = "waiting-headers";
+  // The request is being written: hold virtual time until it has reached the server.
+  const { clock, method, path, holdKey } = this.plan;
+  this.releaseSendHold = clock.hold?.(`${method} ${path}: sending`, holdKey) ?? null;
+  wake(this);
+}
+
+/** undici: the whole request has been written. */
+export function onRequestSent(this: Exchange): void {
+  releaseHoldSoon(this);
+}
+
+/** undici: the response head arrived. */
+export function onHeaders(
+  this: Exchange,
+  statusCode: number,
+  rawHeaders: Buffer[] | string[] | null,
+  resume: () => void,
+): boolean {
+  releaseHoldSoon(this);
+  this.status = statusCode;
+  this.headers = parseRawHeaders(rawHeaders);
+  this.resumeFn = resume;
+  this.stage = "body";
+  wake(this);
+  // The body stays on the socket until someone reads it: a body nobody reads is discarded with
+  // its socket when the owning scope ends, never pooled. An empty one completes now. getJson reads
+  // the body at once.
+  this.bodyless =
+    this.plan.method === "HEAD" ||
+    statusCode === 204 ||
+    statusCode === 304 ||
+    this.headers["content-length"] === "0";
+  this.paused = this.plan.mode === "response" && !this.bodyless;
+  return !this.paused;
+}
+
+/** undici: a body chunk. */
+export function onData(this: Exchange, chunk: Buffer): boolean {
+  this.chunks.push(chunk);
+  this.bufferedBytes += chunk.length;
+  this.receivedBytes += chunk.length;
+  wake(this);
+  if (this.bufferedBytes > HIGH_WATER_BYTES) {
+    this.paused = true;
+    return false;
+  }
+  return true;
+}
+
+/** undici: the body ended. */
+export function onComplete(this: Exchange): void {
+  this.stage = "done";
+  wake(this);
+}
+
+/** undici: the exchange failed (or was aborted). */
+export function onError(this: Exchange, err: Error): void {
+  stopWaiting(this, false);
+  releaseHoldSoon(this);
+  if (this.stage === "done") return;
+  this.error = this.abortedWith ?? err;
+  this.stage = "failed";
+  wake(this);
+}
+
+export function take(this: Exchange): Buffer[] {
+  const out = this.chunks.splice(0);
+  this.bufferedBytes = 0;
+  this.resumeReading();
+  return out;
+}
+
+export function resumeReading(this: Exchange): void {
+  if (!this.paused) return;
+  this.paused = false;
+  this.resumeFn?.();
+}
+
+export function abort(this: Exchange, reason: Error): void {
+  if (this.stage === "done" || this.stage === "failed") return;
+  this.abortedWith = reason;
+  this.error = reason;
+  this.stage = "failed";
+  stopWaiting(this, true);
+  const { clock, method, path, holdKey } = this.plan;
+  const release = clock.hold?.(`${method} ${path}: closing`, holdKey);
+  try {
+    this.abortFn?.(reason);
+  } finally {
+    if (release) setImmediate(release);
+    releaseHoldSoon(this);
+  }
+}
+
+function stopWaiting(ex: Exchange, gaveUp: boolean): void {
+  if (!ex.waitingForSocket) return;
+  ex.waitingForSocket = false;
+  ex.plan.connections.waitEnd(ex.plan.holdKey, gaveUp);
+}
+
+function releaseHoldSoon(ex: Exchange): void {
+  const r = ex.releaseSendHold;
+  ex.releaseSendHold = null;
+  if (r) setImmediate(r);
+}
+
+export function ready(ex: Exchange): boolean {
+  switch (ex.waitFor) {
+    case "connect":
+      return ex.stage !== "connecting";
+    case "headers":
+      return ex.stage !== "waiting-headers";
+    case "body":
+      return ex.chunks.length > 0 || ex.stage !== "body";
+    case "spent":
+      return false;
+  }
+}
+
+function wake(ex: Exchange): void {
+  if (ex.resolveWait && ready(ex)) ex.resolveWait(RESUMED);
+}
+
+function parseRawHeaders(raw: Buffer[] | string[] | null): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  if (!raw) return out;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const k = raw[i]!.toString().toLowerCase();
+    const v = raw[i + 1]!.toString();
+    const prev = out[k];
+    out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return out;
+}

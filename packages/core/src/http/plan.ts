@@ -1,0 +1,201 @@
+/**
+ * Checking a client's options, and turning each call into a {@link RequestPlan}.
+ * @module
+ */
+import type { Dispatcher } from "undici";
+import { checkDurationMs, invalidRange, invalidType } from "../errors.js";
+import type { Clock } from "../kernel/clock.js";
+import type { RetryPolicy } from "../resilience/retry.js";
+import type { HttpClientOptions, HttpTimeouts, RequestOptions } from "./client.js";
+import { type ConnectionBook, originKey } from "./connections.js";
+
+/** Everything a request needs, validated when the request was made. */
+export interface RequestPlan {
+  readonly agent: Dispatcher;
+  readonly connections: ConnectionBook;
+  readonly clock: Clock;
+  /** `GET /orders?page=2`: the method, path and query, as errors and the task tree name it. */
+  readonly label: string;
+  readonly href: string;
+  readonly origin: string;
+  /** The path and query, as sent. */
+  readonly path: string;
+  /** The origin as `host:port`: the key of the connection books and of the clock's holds. */
+  readonly holdKey: string;
+  readonly method: string;
+  /** Never mutated: it may be shared by every call of the client. */
+  readonly headers: Record<string, string>;
+  readonly body: string | Uint8Array | null;
+  readonly keepAlive: boolean;
+  readonly timeouts: Required<HttpTimeouts>;
+  readonly retry: RetryPolicy | false;
+  /** GET/PUT/DELETE…, or any method with an idempotency key: safe to send twice. */
+  readonly idempotent: boolean;
+  readonly expect: (status: number) => boolean;
+  readonly deadlineHeader: string | false;
+  /** `response`: hand the response to the caller; `json`: read and parse it within the attempt. */
+  readonly mode: "response" | "json";
+}
+
+export const DEFAULT_TIMEOUTS: Required<HttpTimeouts> = {
+  connectMs: 10_000,
+  headersMs: 30_000,
+  bodyIdleMs: 30_000,
+  totalMs: 60_000,
+};
+
+/** A client's options, checked once. */
+export interface ClientBase {
+  readonly baseUrl: URL | null;
+  /** The client's headers with lowercased names (the form requests merge theirs into). */
+  readonly headers: Record<string, string>;
+  readonly keepAlive: boolean;
+  readonly timeouts: Required<HttpTimeouts>;
+  readonly retry: RetryPolicy | false;
+  readonly deadlineHeader: string | false;
+}
+
+/** A live client: its options and pool, and the targets its paths resolved to. */
+export interface ClientState extends ClientBase {
+  readonly agent: Dispatcher;
+  readonly connections: ConnectionBook;
+  readonly clock: Clock;
+  /** Resolved paths without a query: parsing a URL is a good part of a request's own cost. */
+  readonly targets: Map<string, Target>;
+}
+
+interface Target {
+  readonly href: string;
+  readonly origin: string;
+  readonly path: string;
+  readonly holdKey: string;
+}
+
+/** Bounds the memory of clients that call ever-new paths (`/orders/1`, `/orders/2`…). */
+const MAX_TARGETS = 256;
+
+export function checkClientOptions(o: HttpClientOptions): ClientBase {
+  let baseUrl: URL | null = null;
+  if (o.baseUrl !== undefined) {
+    try {
+      baseUrl = new URL(o.baseUrl);
+    } catch {
+      throw invalidType("createHttpClient({ baseUrl })", "an absolute http(s) URL", o.baseUrl);
+    }
+    if (!/^https?:$/.test(baseUrl.protocol))
+      throw invalidType("createHttpClient({ baseUrl })", "an http(s) URL", o.baseUrl);
+  }
+  const c = o.connections;
+  if (c !== undefined && (typeof c !== "number" || !Number.isInteger(c) || c < 1)) {
+    throw invalidRange("createHttpClient({ connections })", "a whole number ≥ 1", c);
+  }
+  // Header names are case-insensitive: merged lowercased, so a request's `x-a` replaces the
+  // client's `X-A` instead of sending both.
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(o.headers ?? {})) headers[k.toLowerCase()] = v;
+  return {
+    baseUrl,
+    headers,
+    keepAlive: o.keepAlive ?? true,
+    timeouts: { ...DEFAULT_TIMEOUTS, ...checkTimeouts("createHttpClient({ timeouts })", o.timeouts) },
+    retry: o.retry ?? {},
+    deadlineHeader: o.deadlineHeader ?? false,
+  };
+}
+
+export function checkTimeouts(where: string, t: HttpTimeouts | undefined): HttpTimeouts {
+  if (t === undefined) return {};
+  for (const k of ["connectMs", "headersMs", "bodyIdleMs", "totalMs"] as const) {
+    if (t[k] !== undefined) checkDurationMs(`${where.slice(0, -1)}.${k} })`, t[k]);
+  }
+  return t;
+}
+
+const below400 = (s: number) => s < 400;
+const is2xx = (s: number) => s >= 200 && s < 300;
+const always = () => true;
+
+/**
+ * The plan of one call. `method` (a verb's, or getJson's GET) replaces `o.method`; a `json` call
+ * accepts only 2xx.
+ */
+export function planFor(
+  client: ClientState,
+  path: string,
+  o: RequestOptions,
+  method: string | undefined,
+  mode: "response" | "json",
+): RequestPlan {
+  const target = targetOf(client, path, o.query);
+  if (o.body !== undefined && o.json !== undefined)
+    throw invalidType("request(path, { body, json })", "either body or json, not both", "both");
+  const timeouts =
+    o.timeouts === undefined
+      ? client.timeouts
+      : ({
+          ...client.timeouts,
+          ...checkTimeouts("request(path, { timeouts })", o.timeouts),
+        } as Required<HttpTimeouts>);
+  let headers = client.headers;
+  let body: string | Uint8Array | null = o.body ?? null;
+  if (o.headers !== undefined || o.json !== undefined || o.idempotencyKey !== undefined) {
+    headers = { ...client.headers };
+    for (const [k, v] of Object.entries(o.headers ?? {})) headers[k.toLowerCase()] = v;
+    if (o.json !== undefined) {
+      body = JSON.stringify(o.json);
+      headers["content-type"] ??= "application/json";
+    }
+    if (o.idempotencyKey !== undefined) headers["idempotency-key"] = o.idempotencyKey;
+  }
+  const verb = (method ?? o.method ?? "GET").toUpperCase();
+  return {
+    agent: client.agent,
+    connections: client.connections,
+    clock: client.clock,
+    label: `${verb} ${target.path}`,
+    href: target.href,
+    origin: target.origin,
+    path: target.path,
+    holdKey: target.holdKey,
+    method: verb,
+    headers,
+    body,
+    keepAlive: client.keepAlive,
+    timeouts,
+    retry: o.retry ?? client.retry,
+    idempotent: o.idempotencyKey !== undefined || (verb !== "POST" && verb !== "PATCH"),
+    expect: mode === "json" ? is2xx : o.expect === false ? always : (o.expect ?? below400),
+    deadlineHeader: client.deadlineHeader,
+    mode,
+  };
+}
+
+function targetOf(client: ClientState, path: string, query: RequestOptions["query"]): Target {
+  if (typeof path !== "string") throw invalidType("request(path)", "a string", path);
+  const cached = query === undefined ? client.targets.get(path) : undefined;
+  if (cached) return cached;
+  const { baseUrl } = client;
+  let url: URL;
+  try {
+    url = baseUrl ? new URL(path, baseUrl) : new URL(path);
+  } catch {
+    throw invalidType(
+      "request(path)",
+      baseUrl ? "a path or URL" : "an absolute URL (no baseUrl is set)",
+      path,
+    );
+  }
+  if (!/^https?:$/.test(url.protocol)) throw invalidType("request(path)", "an http(s) URL", path);
+  for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+  const target: Target = {
+    href: url.href,
+    origin: url.origin,
+    path: `${url.pathname}${url.search}`,
+    holdKey: originKey(url.hostname, url.port, url.protocol),
+  };
+  if (query === undefined) {
+    if (client.targets.size >= MAX_TARGETS) client.targets.clear();
+    client.targets.set(path, target);
+  }
+  return target;
+}

@@ -2,6 +2,7 @@
  * `Cancelled`, the signal that cancellation is delivered as, and the reason it carries.
  * @module
  */
+import { shapes } from "./shapes.js";
 
 /**
  * Why a task or a scope's region is being cancelled.
@@ -85,7 +86,9 @@ const CANCELLED_BRAND = Symbol.for("keel.cancelled");
 export class Cancelled {
   declare readonly [CANCELLED_BRAND]: true;
   declare readonly name: "Cancelled";
-  constructor(readonly reason: CancelReason) {}
+  constructor(readonly reason: CancelReason) {
+    shapes.cancelled = this;
+  }
   /** The reason in words, for logs. */
   get message(): string {
     return describeReason(this.reason);

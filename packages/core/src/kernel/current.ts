@@ -4,6 +4,7 @@
  */
 import { KeelError } from "../errors.js";
 import { ASK_TASK, type Instruction, iterate, type Op } from "./operation.js";
+import { shapes } from "./shapes.js";
 import { runningTask, TaskImpl } from "./task.js";
 
 /**
@@ -44,7 +45,9 @@ class AskForTask
     Iterator<Instruction, TaskImpl<unknown>, unknown>
 {
   private asked = false;
-  constructor(private readonly api: string) {}
+  constructor(private readonly api: string) {
+    shapes.askForTask = this;
+  }
   [Symbol.iterator](): this {
     return this;
   }
@@ -62,7 +65,9 @@ export function delegate<T>(op: Op<T>): { [Symbol.iterator](): Iterator<unknown,
 
 /** A class rather than a literal with an arrow: one small object per scope entered, no closure. */
 class Delegated<T> {
-  constructor(private readonly op: Op<T>) {}
+  constructor(private readonly op: Op<T>) {
+    shapes.delegated = this;
+  }
   [Symbol.iterator](): Iterator<unknown, T, unknown> {
     return iterate(this.op);
   }

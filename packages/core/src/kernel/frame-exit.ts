@@ -5,6 +5,7 @@
 import { Cancelled, isCancelled } from "./cancelled.js";
 import type { Frame } from "./frame.js";
 import type { Instruction, Outcome, Suspension } from "./operation.js";
+import { shapes } from "./shapes.js";
 import type { TaskImpl } from "./task.js";
 
 /**
@@ -44,7 +45,9 @@ class SettleNow<T> implements Iterable<Instruction, T, unknown>, Iterator<Instru
     private readonly frame: Frame,
     private readonly outcome: Outcome<T>,
     private readonly convert: (() => Error) | undefined,
-  ) {}
+  ) {
+    shapes.settleNow = this;
+  }
   [Symbol.iterator](): this {
     return this;
   }

@@ -9,6 +9,7 @@
 import { invalidType } from "../errors.js";
 import { currentTask } from "./current.js";
 import { type Operation, type Outcome, SelfSuspension, suspension, type Waiter } from "./operation.js";
+import { shapes } from "./shapes.js";
 
 function abortReason(): Error {
   return new DOMException("the Keel operation was cancelled", "AbortError");
@@ -36,6 +37,7 @@ class UntilPromise<T> extends SelfSuspension<T> {
   readonly interruptible = "normal";
   constructor(private readonly promise: PromiseLike<T>) {
     super();
+    shapes.until = this;
   }
   // The waiter ignores a resolve once the task has left this wait: no teardown, no flag.
   enterWith(waiter: Waiter<T>): undefined {
@@ -127,6 +129,7 @@ class ActionWait<T> extends SelfSuspension<T> {
     readonly description: string,
   ) {
     super();
+    shapes.action = this;
   }
   enterWith(waiter: Waiter<T>): (() => void) | undefined {
     const teardown = this.executor(

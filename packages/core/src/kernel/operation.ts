@@ -8,6 +8,7 @@
  * @module
  */
 import { invalidType } from "../errors.js";
+import { shapes } from "./shapes.js";
 
 /**
  * A unit of work that the runtime drives: `yield*` it inside another operation, or `run` it.
@@ -256,7 +257,9 @@ class SuspensionOperation<T> implements Operation<T>, Iterator<unknown, T, unkno
 
 class YieldOnce<T> implements Iterator<unknown, T, unknown> {
   private done = false;
-  constructor(private readonly s: Suspension<T>) {}
+  constructor(private readonly s: Suspension<T>) {
+    shapes.yieldOnce = this;
+  }
   next(value?: unknown): IteratorResult<unknown, T> {
     if (this.done) return { done: true, value: value as T };
     this.done = true;

@@ -7,6 +7,7 @@ import { currentTask, delegate, taskOf } from "./current.js";
 import type { Frame } from "./frame.js";
 import { exitFrame } from "./frame-exit.js";
 import { ASK_TASK, checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
+import { shapes } from "./shapes.js";
 import { runningTask, type Task, TaskImpl } from "./task.js";
 
 /** Starts `op` as a child task owned by `frame`; throws `KEEL_SCOPE_CLOSED` if the frame has ended. */
@@ -74,7 +75,9 @@ class SpawnOperation<T> implements Operation<Task<T>>, Iterator<unknown, Task<T>
   constructor(
     private readonly op: Op<T>,
     private readonly name: string | undefined,
-  ) {}
+  ) {
+    shapes.spawn = this;
+  }
   [Symbol.iterator](): Iterator<unknown, Task<T>, unknown> {
     return runningTask() ? this : new SpawnIterator(this.op, this.name);
   }

@@ -37,6 +37,7 @@ import { notAnInstruction, type Runtime } from "./runtime.js";
 export { BUDGET_KEY, type CancelRequest, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS };
 
 import { enqueue } from "./scheduler.js";
+import { shapes } from "./shapes.js";
 
 /**
  * A task's life: `cancelling` while cancellation requests are in flight against it.
@@ -159,6 +160,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   constructor(op: Op<T>, init: TaskInit) {
     super();
+    shapes.task = this;
     this.body = op;
     this.clockRef = init.contexts[CLOCK_KEY] as Clock;
     this.name = init.name;
@@ -693,7 +695,9 @@ function isSuspension(v: unknown): v is Suspension {
  */
 class JoinIterator<T> implements Iterator<unknown, T, unknown> {
   private step: 0 | 1 | 2 = 0;
-  constructor(private readonly task: TaskImpl<T>) {}
+  constructor(private readonly task: TaskImpl<T>) {
+    shapes.join = this;
+  }
   next(answer?: unknown): IteratorResult<unknown, T> {
     if (this.step === 0) {
       if (this.task.isSettled) {
@@ -734,7 +738,9 @@ class Waiting implements Current {
     private readonly task: TaskImpl<unknown>,
     readonly s: Suspension,
     readonly since: number,
-  ) {}
+  ) {
+    shapes.waiting = this;
+  }
   resolve(outcome: Outcome<unknown>): void {
     if (this.outcome || !this.task.isWaitingAt(this)) return;
     this.outcome = outcome;

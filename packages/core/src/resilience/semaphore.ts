@@ -14,6 +14,7 @@ import {
   type Suspension,
   type Waiter,
 } from "../kernel/operation.js";
+import { shapes } from "../kernel/shapes.js";
 import { runningTask, type TaskImpl } from "../kernel/task.js";
 
 /**
@@ -88,7 +89,9 @@ class QueuedTask implements Suspension<void> {
   gone = false;
   /** The task's side of the wait, while it waits. */
   wake: Waiter<void> | null = null;
-  constructor(private readonly books: { readonly name: string; waitingCount: number }) {}
+  constructor(private readonly books: { readonly name: string; waitingCount: number }) {
+    shapes.semaphoreWait = this;
+  }
   get description(): string {
     return `semaphore ${this.books.name}: ${this.books.waitingCount} waiting`;
   }

@@ -15,14 +15,20 @@ export interface Runnable {
   run(): void;
 }
 
+// Slots [head, tail) are queued; the array keeps its length between drains (an empty array's
+// backing store would be freed and made again for every one-step drain), and slots outside the
+// range hold `noop`, so nothing run stays reachable from here.
 const queue: Array<(() => void) | Runnable> = [];
 let head = 0;
+let tail = 0;
 let draining = false;
 let scheduled = false;
+/** Beyond this, the array is given back after a drain (a burst of 100k must not pin 800 KB). */
+const KEEP_SLOTS = 4096;
 
 /** Runs `fn` on the current drain, or on a new one started as a microtask. */
 export function enqueue(fn: (() => void) | Runnable): void {
-  queue.push(fn);
+  queue[tail++] = fn;
   if (!draining && !scheduled) {
     scheduled = true;
     resolved.then(drain);
@@ -33,7 +39,7 @@ function drain(): void {
   scheduled = false;
   draining = true;
   try {
-    while (head < queue.length) {
+    while (head < tail) {
       const fn = queue[head]!;
       queue[head++] = noop;
       try {
@@ -45,13 +51,17 @@ function drain(): void {
           throw e;
         });
       }
-      if (head > 1024 && head * 2 > queue.length) {
-        queue.splice(0, head);
+      if (head > 1024 && head * 2 > tail) {
+        // Slide the live slots down; the ones they leave keep `noop` (see above).
+        queue.copyWithin(0, head, tail);
+        queue.fill(noop, tail - head, tail);
+        tail -= head;
         head = 0;
       }
     }
-    queue.length = 0;
     head = 0;
+    tail = 0;
+    if (queue.length > KEEP_SLOTS) queue.length = 0;
   } finally {
     draining = false;
   }

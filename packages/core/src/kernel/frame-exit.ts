@@ -27,6 +27,52 @@ export function exitFrame<T>(
   return exitAfterChildren(task, frame, outcome, convert);
 }
 
+/**
+ * {@link exitFrame} that returns the scope's outcome instead of throwing it: for a caller that would
+ * only catch it again (a retry loop), so a failure costs no second throw.
+ */
+export function exitFrameOutcome<T>(
+  task: TaskImpl<unknown>,
+  frame: Frame,
+  outcome: Outcome<T>,
+  convert?: () => Error,
+): Iterable<Instruction, Outcome<T>, unknown> {
+  frame.bodySettled = true;
+  if (!outcome.ok && !isCancelled(outcome.error)) frame.recordError(outcome.error);
+  if (!frame.children?.size) return new SettleNowOutcome(task, frame, outcome, convert);
+  return exitAfterChildrenOutcome(task, frame, outcome, convert);
+}
+
+function* exitAfterChildrenOutcome<T>(
+  task: TaskImpl<unknown>,
+  frame: Frame,
+  outcome: Outcome<T>,
+  convert: (() => Error) | undefined,
+): Generator<Instruction, Outcome<T>, unknown> {
+  task.cancelChildrenAtExit(frame);
+  yield waitForChildren(frame);
+  return settleOutcome(task, frame, outcome, convert, true);
+}
+
+class SettleNowOutcome<T>
+  implements Iterable<Instruction, Outcome<T>, unknown>, Iterator<Instruction, Outcome<T>, unknown>
+{
+  constructor(
+    private readonly task: TaskImpl<unknown>,
+    private readonly frame: Frame,
+    private readonly outcome: Outcome<T>,
+    private readonly convert: (() => Error) | undefined,
+  ) {
+    shapes.settleNowOutcome = this;
+  }
+  [Symbol.iterator](): this {
+    return this;
+  }
+  next(): IteratorResult<Instruction, Outcome<T>> {
+    return { done: true, value: settleOutcome(this.task, this.frame, this.outcome, this.convert, false) };
+  }
+}
+
 function* exitAfterChildren<T>(
   task: TaskImpl<unknown>,
   frame: Frame,
@@ -80,13 +126,13 @@ function waitForChildren(frame: Frame): Suspension<void> {
  * outcome; otherwise `Cancelled` travels on unchanged and the outermost claim wins. An error beats a
  * cancellation; later errors are attached to the first.
  */
-function settleFrame<T>(
+function settleOutcome<T>(
   task: TaskImpl<unknown>,
   frame: Frame,
   outcome: Outcome<T>,
   convert: (() => Error) | undefined,
   waited: boolean,
-): T {
+): Outcome<T> {
   const own = frame.request;
   const owned = own !== null && task.requests.length - 1 === frame.countAtEntry;
   const errors = frame.errors;
@@ -101,33 +147,49 @@ function settleFrame<T>(
       }
       task.withdraw(own);
     }
-    throw primary;
+    return { ok: false, error: primary };
   }
   if (!outcome.ok) {
     if (own && owned) {
       task.withdraw(own);
-      throw convert ? convert() : outcome.error;
+      return { ok: false, error: convert ? convert() : outcome.error };
     }
     task.adoptEnclosing(frame, outcome.error);
     if (own) {
       task.withdraw(own);
       if (convert) task.emit({ type: "timeout:superseded", scope: frame.info });
     }
-    throw outcome.error;
+    return outcome;
   }
   if (own) {
     const wasDelivered = own.deliveredIn !== null;
     task.withdraw(own);
     if (wasDelivered) task.emit({ type: "cleanup:swallow", scope: frame.info, reason: own.reason });
-    if (owned && convert) throw convert();
+    if (owned && convert) return { ok: false, error: convert() };
     // An enclosing claim is still in flight: the swallowed cancellation keeps unwinding.
-    throw task.takeDelivery("normal") ?? task.inFlightCancelled() ?? new Cancelled(own.reason);
+    return {
+      ok: false,
+      error: task.takeDelivery("normal") ?? task.inFlightCancelled() ?? new Cancelled(own.reason),
+    };
   }
   // The wait for children defers delivery like a shield does: a request counted during it is
   // delivered here, so code after this scope never runs once the task is being cancelled.
   if (waited) {
     const pending = task.takeDelivery("normal");
-    if (pending) throw pending;
+    if (pending) return { ok: false, error: pending };
   }
-  return outcome.value;
+  return outcome;
+}
+
+/** {@link settleOutcome}, thrown or returned: the form `yield*` of a scope's exit gives. */
+function settleFrame<T>(
+  task: TaskImpl<unknown>,
+  frame: Frame,
+  outcome: Outcome<T>,
+  convert: (() => Error) | undefined,
+  waited: boolean,
+): T {
+  const o = settleOutcome(task, frame, outcome, convert, waited);
+  if (!o.ok) throw o.error;
+  return o.value;
 }

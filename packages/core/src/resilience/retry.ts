@@ -5,7 +5,7 @@
 import { checkDurationMs, invalidRange, invalidType, isTimeoutError } from "../errors.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import { currentTask, delegate } from "../kernel/current.js";
-import { exitFrame } from "../kernel/frame-exit.js";
+import { exitFrameOutcome } from "../kernel/frame-exit.js";
 import { checkOp, nameOf, type Op, type Operation, type Outcome } from "../kernel/operation.js";
 import { randomSourceOf } from "../kernel/random.js";
 import type { TaskImpl } from "../kernel/task.js";
@@ -160,10 +160,10 @@ export function retry<T>(op: Op<T>, policy: RetryPolicy = {}): Operation<T> {
   if (perAttemptMs !== undefined) checkDurationMs("retry(op, { perAttemptMs })", perAttemptMs);
   const backoff = policy.backoff ?? defaultBackoff;
   if (typeof backoff?.next !== "function") throw invalidType("retry(op, { backoff })", "a Backoff", backoff);
-  for (const k of ["retryOn", "onRetry"] as const) {
-    if (policy[k] !== undefined && typeof policy[k] !== "function")
-      throw invalidType(`retry(op, { ${k} })`, "a function", policy[k]);
-  }
+  if (policy.retryOn !== undefined && typeof policy.retryOn !== "function")
+    throw invalidType("retry(op, { retryOn })", "a function", policy.retryOn);
+  if (policy.onRetry !== undefined && typeof policy.onRetry !== "function")
+    throw invalidType("retry(op, { onRetry })", "a function", policy.onRetry);
   const retryOn = policy.retryOn ?? isTransient;
   const label = `retry(${nameOf(op, "op")})`;
 
@@ -232,8 +232,15 @@ interface LoopInit<T> {
   budgetDeadline: number;
 }
 
-/** `scoped(op)` for one attempt, without finding the task again or naming the scope again. */
-function* attemptScope<T>(task: TaskImpl<unknown>, op: Op<T>, label: string): Generator<unknown, T, unknown> {
+/**
+ * `scoped(op)` for one attempt, without finding the task again or naming the scope again, and
+ * giving back its outcome rather than throwing it: the loop would only catch it again.
+ */
+function* attemptScope<T>(
+  task: TaskImpl<unknown>,
+  op: Op<T>,
+  label: string,
+): Generator<unknown, Outcome<T>, unknown> {
   task.checkpoint();
   const frame = task.pushFrame("scoped", label);
   let outcome: Outcome<T>;
@@ -242,7 +249,7 @@ function* attemptScope<T>(task: TaskImpl<unknown>, op: Op<T>, label: string): Ge
   } catch (error) {
     outcome = { ok: false, error };
   }
-  return yield* exitFrame(task, frame, outcome);
+  return yield* exitFrameOutcome(task, frame, outcome);
 }
 
 function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
@@ -258,75 +265,78 @@ function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
         const attemptStart = clock.now();
         init.counter.started = attempt;
         if (task.runtime.listening) task.emit({ type: "retry:attempt", attempt, label });
-        try {
-          if (perAttemptMs === undefined) return yield* attemptScope(task, op, scopeLabel);
-          return yield* timeoutScope(
-            op,
-            `${label} attempt ${attempt}`,
-            (t) => Math.min(t + perAttemptMs, task.effectiveDeadline()),
-            {
-              own: ownTimeouts,
-            },
-          );
-        } catch (error) {
-          if (isCancelled(error)) throw error;
-          if (task.requests.length > countAtEntry) {
-            // The attempt turned its cancellation into an error; the task is still being cancelled,
-            // so the loop stops here and the conversion is reported as a swallow.
-            const c = task.inFlightCancelled();
-            task.checkpoint();
-            if (c) {
-              task.emit({ type: "cleanup:swallow", scope: null, reason: c.reason });
-              throw c;
-            }
+        let error: unknown;
+        if (perAttemptMs === undefined) {
+          const o = yield* attemptScope(task, op, scopeLabel);
+          if (o.ok) return o.value;
+          error = o.error;
+        } else {
+          try {
+            return yield* timeoutScope(
+              op,
+              `${label} attempt ${attempt}`,
+              (t) => Math.min(t + perAttemptMs, task.effectiveDeadline()),
+              { own: ownTimeouts },
+            );
+          } catch (e) {
+            error = e;
           }
-          const now = clock.now();
-          const timedOut = ownTimeouts.has(error as object);
-          const info: AttemptInfo = { attempt, elapsedMs: now - init.startedAt, timedOut };
-          const record: { -readonly [K in keyof AttemptRecord]: AttemptRecord[K] } = {
-            attempt,
-            startedAt: attemptStart,
-            endedAt: now,
-            error,
-          };
-          history.push(record);
-          // Layers must not multiply: an inner retry's exhaustion is final, whatever retryOn says.
-          if (isRetryExhaustedError(error) || !retryOn(error, info)) {
-            if (task.runtime.listening)
-              task.emit({ type: "retry:giveup", attempt, reason: "not-retryable", delayMs: null, error });
-            throw error;
-          }
-          if (attempt >= attempts)
-            throw giveUp(task, label, "attempts", history, error, init.startedAt, null);
-          const retryAfterMs = (error as { retryAfterMs?: unknown } | null)?.retryAfterMs;
-          let delayMs: number;
-          let delayReason: "backoff" | "retry-after";
-          if (typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0) {
-            delayMs = retryAfterMs;
-            delayReason = "retry-after";
-          } else {
-            const step = backoff.next(state, randomSourceOf(task));
-            state = step.state;
-            delayMs = step.delayMs;
-            delayReason = "backoff";
-          }
-          const deadlineNow = task.effectiveDeadline();
-          if (now + delayMs >= deadlineNow) {
-            // Starting this sleep could only end in a timeout: give up now, with the history.
-            const reason: GiveUpReason = init.budgetDeadline <= init.outerDeadline ? "budget" : "deadline";
-            throw giveUp(task, label, reason, history, error, init.startedAt, delayMs);
-          }
-          record.delayMs = delayMs;
-          record.delayReason = delayReason;
-          policy.onRetry?.({ ...info, error, delayMs, delayReason });
-          if (task.runtime.listening)
-            task.emit({ type: "retry:sleep", attempt, delayMs, delayReason, error });
-          // A zero delay needs no timer (it would cost a trip through the event loop per retry);
-          // the next attempt's entry is still a point where a pending cancellation is delivered.
-          // Unbounded attempts keep the timer, so a loop that fails synchronously forever still
-          // yields to the event loop and its budget can fire.
-          if (delayMs > 0 || attempts === Infinity) yield* delegate(sleep(delayMs));
         }
+        if (isCancelled(error)) throw error;
+        if (task.requests.length > countAtEntry) {
+          // The attempt turned its cancellation into an error; the task is still being cancelled,
+          // so the loop stops here and the conversion is reported as a swallow.
+          const c = task.inFlightCancelled();
+          task.checkpoint();
+          if (c) {
+            task.emit({ type: "cleanup:swallow", scope: null, reason: c.reason });
+            throw c;
+          }
+        }
+        const now = clock.now();
+        const timedOut = ownTimeouts.has(error as object);
+        const info: AttemptInfo = { attempt, elapsedMs: now - init.startedAt, timedOut };
+        const record: { -readonly [K in keyof AttemptRecord]: AttemptRecord[K] } = {
+          attempt,
+          startedAt: attemptStart,
+          endedAt: now,
+          error,
+        };
+        history.push(record);
+        // Layers must not multiply: an inner retry's exhaustion is final, whatever retryOn says.
+        if (isRetryExhaustedError(error) || !retryOn(error, info)) {
+          if (task.runtime.listening)
+            task.emit({ type: "retry:giveup", attempt, reason: "not-retryable", delayMs: null, error });
+          throw error;
+        }
+        if (attempt >= attempts) throw giveUp(task, label, "attempts", history, error, init.startedAt, null);
+        const retryAfterMs = (error as { retryAfterMs?: unknown } | null)?.retryAfterMs;
+        let delayMs: number;
+        let delayReason: "backoff" | "retry-after";
+        if (typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0) {
+          delayMs = retryAfterMs;
+          delayReason = "retry-after";
+        } else {
+          const step = backoff.next(state, randomSourceOf(task));
+          state = step.state;
+          delayMs = step.delayMs;
+          delayReason = "backoff";
+        }
+        const deadlineNow = task.effectiveDeadline();
+        if (now + delayMs >= deadlineNow) {
+          // Starting this sleep could only end in a timeout: give up now, with the history.
+          const reason: GiveUpReason = init.budgetDeadline <= init.outerDeadline ? "budget" : "deadline";
+          throw giveUp(task, label, reason, history, error, init.startedAt, delayMs);
+        }
+        record.delayMs = delayMs;
+        record.delayReason = delayReason;
+        policy.onRetry?.({ ...info, error, delayMs, delayReason });
+        if (task.runtime.listening) task.emit({ type: "retry:sleep", attempt, delayMs, delayReason, error });
+        // A zero delay needs no timer (it would cost a trip through the event loop per retry);
+        // the next attempt's entry is still a point where a pending cancellation is delivered.
+        // Unbounded attempts keep the timer, so a loop that fails synchronously forever still
+        // yields to the event loop and its budget can fire.
+        if (delayMs > 0 || attempts === Infinity) yield* delegate(sleep(delayMs));
       }
     },
   };

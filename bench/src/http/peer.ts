@@ -44,3 +44,11 @@ export function checkReply(body: unknown): void {
     throw new Error(`bench: unexpected reply ${JSON.stringify(body)}`);
   }
 }
+
+/**
+ * Requests each client makes after the gc() that starts a pass, before the pass is timed. A full GC
+ * with few objects alive lets V8 drop hidden classes and with them compiled code (undici's own
+ * internals included); without this, every pass would time each client re-compiling, by amounts
+ * that differ between clients and have nothing to do with a warm process.
+ */
+export const REWARM_REQUESTS = 200;

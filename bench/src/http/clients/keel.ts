@@ -5,7 +5,7 @@
  */
 import { all, run } from "@keel/core";
 import { createHttpClient } from "@keel/core/http";
-import { CONNECTIONS, checkReply, type HttpPeer, type Pass } from "../peer.js";
+import { CONNECTIONS, checkReply, type HttpPeer, type Pass, REWARM_REQUESTS } from "../peer.js";
 
 export const peer: HttpPeer = {
   async run(plan) {
@@ -18,6 +18,7 @@ export const peer: HttpPeer = {
       const passes: Pass[] = [];
       for (let p = 0; p < plan.passes; p++) {
         globalThis.gc?.();
+        for (let i = 0; i < REWARM_REQUESTS; i++) checkReply(yield* client.getJson(plan.path));
         const latencies = new Float64Array(plan.n);
         let next = 0;
         function* worker() {

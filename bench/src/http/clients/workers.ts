@@ -2,12 +2,13 @@
  * The pass loop of the promise-based clients: `inFlight` async workers over one request function.
  * @module
  */
-import type { Pass, Plan } from "../peer.js";
+import { type Pass, type Plan, REWARM_REQUESTS } from "../peer.js";
 
 export async function promisePasses(plan: Plan, get: () => Promise<void>): Promise<Pass[]> {
   const passes: Pass[] = [];
   for (let p = 0; p < plan.passes; p++) {
     globalThis.gc?.();
+    for (let i = 0; i < REWARM_REQUESTS; i++) await get();
     const latencies = new Float64Array(plan.n);
     let next = 0;
     const worker = async () => {

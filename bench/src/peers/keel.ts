@@ -37,13 +37,13 @@ export const peer: Peer = {
   },
 
   async macrotasks(n) {
+    // Made once and run n times, as the effect peer does with its `Effect.callback`.
+    const immediate = action<void>((resolve) => {
+      const handle = setImmediate(resolve);
+      return () => clearImmediate(handle);
+    });
     await run(function* macrotasks() {
-      for (let i = 0; i < n; i++) {
-        yield* action<void>((resolve) => {
-          const immediate = setImmediate(resolve);
-          return () => clearImmediate(immediate);
-        });
-      }
+      for (let i = 0; i < n; i++) yield* immediate;
     });
   },
 

@@ -122,6 +122,33 @@ describe("promise interop", () => {
     await h.expectClean();
   });
 
+  it("until and action operations run again, one after another and in two tasks at once", async () => {
+    const h = createHarness();
+    let started = 0;
+    const tick = action<number>((resolve) => {
+      const n = ++started;
+      const t = setImmediate(() => resolve(n));
+      return () => clearImmediate(t);
+    });
+    const answer = until(Promise.resolve(42));
+    const seen = await h.run(function* reruns() {
+      const first = [yield* tick, yield* tick, yield* answer, yield* answer];
+      const a = yield* spawn(function* a() {
+        return [yield* tick, yield* answer];
+      });
+      const b = yield* spawn(function* b() {
+        return [yield* tick, yield* answer];
+      });
+      return [...first, ...(yield* a), ...(yield* b)];
+    });
+    expect(started).toBe(4);
+    expect(seen.slice(0, 4)).toEqual([1, 2, 42, 42]);
+    // The two tasks wait at the same operations concurrently: each gets its own run.
+    expect([seen[4], seen[6]].sort()).toEqual([3, 4]);
+    expect([seen[5], seen[7]]).toEqual([42, 42]);
+    await h.expectClean();
+  });
+
   it("until passes a rejection through unchanged", async () => {
     const h = createHarness();
     const boom = new Error("boom");

@@ -75,8 +75,8 @@ const budgetsAfterDrain: Array<CancellableTask | Unwinding> = [];
 function deliverable(r: CancelRequest, last: Unwinding | null): boolean {
   if (r.deliveredIn) return false;
   const f = r.frame;
-  // The root is older than every unwinding (one needs a request, and a request a frame on the
-  // stack), and closes only when the task finishes: so it is fresh only when none is in progress.
+  // The root (it enters at sequence 0) is older than every unwinding, and closes only when the task
+  // finishes: so its request is fresh only when no unwinding is in progress.
   if (f === null) return last === null;
   return !f.closed && (!last || f.entrySeq > last.seq);
 }

@@ -216,6 +216,30 @@ describe("values and errors cross unchanged", () => {
     await h.expectClean();
   });
 
+  it("a Keel operation yielded raw inside effection code fails there, even in its first synchronous step", async () => {
+    const h = createRealHarness();
+    let ran = false;
+    let caught: unknown;
+    await h.run(function* caller() {
+      try {
+        yield* fromEffection({
+          // Not converted with toEffection: effection drives Keel's spawn itself, from inside the
+          // Keel step that started it. It must not join that Keel task by accident.
+          *[Symbol.iterator]() {
+            yield* spawn(function* stray() {
+              ran = true;
+            }) as unknown as effection.Operation<unknown>;
+          },
+        });
+      } catch (e) {
+        caught = e;
+      }
+    });
+    expect(caught).toBeInstanceOf(TypeError);
+    expect(ran).toBe(false);
+    await h.expectClean();
+  });
+
   it("an error from an effection task's child crosses fromEffection as that error", async () => {
     const h = createRealHarness();
     const thrown = new AppError("child failed");

@@ -8,6 +8,7 @@ import { currentTask } from "../kernel/current.js";
 import { exitFrame } from "../kernel/frame-exit.js";
 import type { Operation, Outcome, Suspension } from "../kernel/operation.js";
 import { spawnInto } from "../kernel/spawn.js";
+import { outsideTask } from "../kernel/task.js";
 import { holdClock } from "./clock-hold.js";
 import { KeelEnvContext } from "./env.js";
 
@@ -112,14 +113,14 @@ function* driveEffection<T>(op: EffectionOperation<T>, name: string): Generator<
   });
   try {
     return (yield settleOf(
-      scope.run(() => op),
+      outsideTask(() => scope.run(() => op)),
       `effection ${name}`,
     )) as T;
   } finally {
     // Halting is effection's `return()`; Keel waits for it here, under the cleanup budget, which
     // cuts this wait (not effection's teardown, which then finishes in the background).
     try {
-      yield settleOf(destroy(), `effection ${name}: halting`);
+      yield settleOf(outsideTask(destroy), `effection ${name}: halting`);
     } finally {
       hold.release();
     }

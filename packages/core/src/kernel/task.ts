@@ -120,6 +120,21 @@ export function runningTask(): TaskImpl<unknown> | null {
   return running;
 }
 
+/**
+ * @internal Runs `fn` as outside any task's step: for another runtime's code started from a step
+ * (effection's), so that a Keel operation it drives by mistake fails as it would anywhere else
+ * instead of silently joining the task that happened to start it.
+ */
+export function outsideTask<R>(fn: () => R): R {
+  const outer = running;
+  running = null;
+  try {
+    return fn();
+  } finally {
+    running = outer;
+  }
+}
+
 export interface TaskInit {
   readonly name: string;
   readonly parent: TaskImpl<unknown> | null;

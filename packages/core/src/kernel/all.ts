@@ -3,6 +3,7 @@
  * @module
  */
 import { invalidType } from "../errors.js";
+import { BoundOp1 } from "./bound-op.js";
 import { currentTask } from "./current.js";
 import { exitFrame } from "./frame-exit.js";
 import {
@@ -57,24 +58,24 @@ export function all<const T extends readonly Op<unknown>[]>(ops: T): Operation<A
       },
     };
   }
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask("all(ops)");
-      task.checkpoint();
-      const frame = task.pushFrame("all", `all(${ops.length})`);
-      let outcome: Outcome<AllValues<T>>;
-      try {
-        const children = ops.map((op, i) =>
-          spawnInto(frame, op, (typeof op === "function" && op.name) || `all[${i}]`),
-        );
-        yield waitForAll(children);
-        outcome = { ok: true, value: children.map((c) => childValue(c)) as AllValues<T> };
-      } catch (error) {
-        outcome = { ok: false, error };
-      }
-      return yield* exitFrame(task, frame, outcome);
-    },
-  };
+  return new BoundOp1(runAll, ops) as Operation<AllValues<T>>;
+}
+
+function* runAll<T extends readonly Op<unknown>[]>(ops: T): Generator<unknown, AllValues<T>, unknown> {
+  const task = yield* currentTask("all(ops)");
+  task.checkpoint();
+  const frame = task.pushFrame("all", `all(${ops.length})`);
+  let outcome: Outcome<AllValues<T>>;
+  try {
+    const children = ops.map((op, i) =>
+      spawnInto(frame, op, (typeof op === "function" && op.name) || `all[${i}]`),
+    );
+    yield waitForAll(children);
+    outcome = { ok: true, value: children.map((c) => childValue(c)) as AllValues<T> };
+  } catch (error) {
+    outcome = { ok: false, error };
+  }
+  return yield* exitFrame(task, frame, outcome);
 }
 
 const ALL_SETTLED: Outcome<void> = Object.freeze({ ok: true, value: undefined });

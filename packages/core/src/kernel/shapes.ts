@@ -29,6 +29,10 @@ export const shapes: {
   yieldOnce: object | null;
   askForTask: object | null;
   semaphoreWait: object | null;
+  bound1: object | null;
+  bound2: object | null;
+  bound3: object | null;
+  bound4: object | null;
 } = {
   task: null,
   waiting: null,
@@ -43,4 +47,8 @@ export const shapes: {
   yieldOnce: null,
   askForTask: null,
   semaphoreWait: null,
+  bound1: null,
+  bound2: null,
+  bound3: null,
+  bound4: null,
 };

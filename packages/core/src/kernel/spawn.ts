@@ -3,6 +3,7 @@
  * @module
  */
 import { KeelError } from "../errors.js";
+import { BoundOp1 } from "./bound-op.js";
 import { currentTask, delegate, taskOf } from "./current.js";
 import type { Frame } from "./frame.js";
 import { exitFrame } from "./frame-exit.js";
@@ -133,20 +134,20 @@ class SpawnIterator<T> implements Iterator<unknown, Task<T>, unknown> {
  */
 export function scoped<T>(op: Op<T>): Operation<T> {
   checkOp("scoped(op)", op);
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask("scoped(op)");
-      task.checkpoint();
-      const frame = task.pushFrame("scoped", `scoped(${nameOf(op, "op")})`);
-      let outcome: Outcome<T>;
-      try {
-        outcome = { ok: true, value: yield* delegate(op) };
-      } catch (error) {
-        outcome = { ok: false, error };
-      }
-      return yield* exitFrame(task, frame, outcome);
-    },
-  };
+  return new BoundOp1(inScope, op) as Operation<T>;
+}
+
+function* inScope<T>(op: Op<T>): Generator<unknown, T, unknown> {
+  const task = yield* currentTask("scoped(op)");
+  task.checkpoint();
+  const frame = task.pushFrame("scoped", `scoped(${nameOf(op, "op")})`);
+  let outcome: Outcome<T>;
+  try {
+    outcome = { ok: true, value: yield* delegate(op) };
+  } catch (error) {
+    outcome = { ok: false, error };
+  }
+  return yield* exitFrame(task, frame, outcome);
 }
 
 /**

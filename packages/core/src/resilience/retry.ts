@@ -3,6 +3,7 @@
  * @module
  */
 import { checkDurationMs, invalidRange, invalidType, isTimeoutError } from "../errors.js";
+import { BoundOp1 } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import { currentTask, delegate } from "../kernel/current.js";
 import { exitFrameOutcome } from "../kernel/frame-exit.js";
@@ -167,52 +168,70 @@ export function retry<T>(op: Op<T>, policy: RetryPolicy = {}): Operation<T> {
   const retryOn = policy.retryOn ?? isTransient;
   const label = `retry(${nameOf(op, "op")})`;
 
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask(label);
-      task.checkpoint();
-      const startedAt = task.clock.now();
-      const outerDeadline = task.effectiveDeadline();
-      const budgetDeadline = budgetMs === undefined ? Infinity : startedAt + budgetMs;
-      const history: AttemptRecord[] = [];
-      // Only a loop with its own timeouts needs to recognise their errors.
-      const ownTimeouts =
-        budgetMs !== undefined || perAttemptMs !== undefined ? new WeakSet<object>() : NO_TIMEOUTS;
-      const counter = { started: 0 };
-      const loop = attemptLoop<T>({
-        counter,
-        task,
-        op,
-        label,
-        attempts,
-        perAttemptMs,
-        backoff,
-        retryOn,
-        policy,
-        history,
-        ownTimeouts,
-        startedAt,
-        outerDeadline,
-        budgetDeadline,
-      });
-      if (budgetMs === undefined) return yield* loop;
-      try {
-        return yield* timeoutScope(loop, `${label} budget ${budgetMs} ms`, (t) => t + budgetMs, {
-          own: ownTimeouts,
-        });
-      } catch (e) {
-        if (
-          !ownTimeouts.has(e as object) ||
-          !isTimeoutError(e) ||
-          e.label !== `${label} budget ${budgetMs} ms`
-        )
-          throw e;
-        // The budget can only run out during an attempt (no sleep may cross it), so that attempt,
-        // cut by the budget, counts, and the budget's own TimeoutError is the cause.
-        throw giveUp(task, label, "budget", history, e, startedAt, null, counter.started);
-      }
-    },
-  };
+  return new BoundOp1(runRetry, {
+    op,
+    label,
+    attempts,
+    budgetMs,
+    perAttemptMs,
+    backoff,
+    retryOn,
+    policy,
+  }) as Operation<T>;
+}
+
+function* runRetry<T>(config: RetryConfig<T>): Generator<unknown, T, unknown> {
+  const { op, label, attempts, budgetMs, perAttemptMs, backoff, retryOn, policy } = config;
+  const task = yield* currentTask(label);
+  task.checkpoint();
+  const startedAt = task.clock.now();
+  const outerDeadline = task.effectiveDeadline();
+  const budgetDeadline = budgetMs === undefined ? Infinity : startedAt + budgetMs;
+  const history: AttemptRecord[] = [];
+  // Only a loop with its own timeouts needs to recognise their errors.
+  const ownTimeouts =
+    budgetMs !== undefined || perAttemptMs !== undefined ? new WeakSet<object>() : NO_TIMEOUTS;
+  const counter = { started: 0 };
+  const loop = attemptLoop<T>({
+    counter,
+    task,
+    op,
+    label,
+    attempts,
+    perAttemptMs,
+    backoff,
+    retryOn,
+    policy,
+    history,
+    ownTimeouts,
+    startedAt,
+    outerDeadline,
+    budgetDeadline,
+  });
+  if (budgetMs === undefined) return yield* loop;
+  try {
+    return yield* timeoutScope(loop, `${label} budget ${budgetMs} ms`, (t) => t + budgetMs, {
+      own: ownTimeouts,
+    });
+  } catch (e) {
+    if (!ownTimeouts.has(e as object) || !isTimeoutError(e) || e.label !== `${label} budget ${budgetMs} ms`)
+      throw e;
+    // The budget can only run out during an attempt (no sleep may cross it), so that attempt,
+    // cut by the budget, counts, and the budget's own TimeoutError is the cause.
+    throw giveUp(task, label, "budget", history, e, startedAt, null, counter.started);
+  }
+}
+
+/** A retry call's checked policy, what its operation runs with. */
+interface RetryConfig<T> {
+  op: Op<T>;
+  label: string;
+  attempts: number;
+  budgetMs: number | undefined;
+  perAttemptMs: number | undefined;
+  backoff: Backoff;
+  retryOn: (error: unknown, attempt: AttemptInfo) => boolean;
+  policy: RetryPolicy;
 }
 
 interface LoopInit<T> {
@@ -253,93 +272,93 @@ function* attemptScope<T>(
 }
 
 function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
+  return new BoundOp1(runAttempts, init) as Operation<T>;
+}
+
+function* runAttempts<T>(init: LoopInit<T>): Generator<unknown, T, unknown> {
   const { task, op, label, attempts, perAttemptMs, backoff, retryOn, policy, history, ownTimeouts } = init;
-  return {
-    *[Symbol.iterator]() {
-      const clock = task.clock;
-      const countAtEntry = task.requests.length;
-      const scopeLabel = `scoped(${nameOf(op, "op")})`;
-      warnIfUnreachable(init);
-      let state: BackoffState;
-      for (let attempt = 1; ; attempt++) {
-        const attemptStart = clock.now();
-        init.counter.started = attempt;
-        if (task.runtime.listening) task.emit({ type: "retry:attempt", attempt, label });
-        let error: unknown;
-        if (perAttemptMs === undefined) {
-          const o = yield* attemptScope(task, op, scopeLabel);
-          if (o.ok) return o.value;
-          error = o.error;
-        } else {
-          try {
-            return yield* timeoutScope(
-              op,
-              `${label} attempt ${attempt}`,
-              (t) => Math.min(t + perAttemptMs, task.effectiveDeadline()),
-              { own: ownTimeouts },
-            );
-          } catch (e) {
-            error = e;
-          }
-        }
-        if (isCancelled(error)) throw error;
-        if (task.requests.length > countAtEntry) {
-          // The attempt turned its cancellation into an error; the task is still being cancelled,
-          // so the loop stops here and the conversion is reported as a swallow.
-          const c = task.inFlightCancelled();
-          task.checkpoint();
-          if (c) {
-            task.emit({ type: "cleanup:swallow", scope: null, reason: c.reason });
-            throw c;
-          }
-        }
-        const now = clock.now();
-        const timedOut = ownTimeouts.has(error as object);
-        const info: AttemptInfo = { attempt, elapsedMs: now - init.startedAt, timedOut };
-        const record: { -readonly [K in keyof AttemptRecord]: AttemptRecord[K] } = {
-          attempt,
-          startedAt: attemptStart,
-          endedAt: now,
-          error,
-        };
-        history.push(record);
-        // Layers must not multiply: an inner retry's exhaustion is final, whatever retryOn says.
-        if (isRetryExhaustedError(error) || !retryOn(error, info)) {
-          if (task.runtime.listening)
-            task.emit({ type: "retry:giveup", attempt, reason: "not-retryable", delayMs: null, error });
-          throw error;
-        }
-        if (attempt >= attempts) throw giveUp(task, label, "attempts", history, error, init.startedAt, null);
-        const retryAfterMs = (error as { retryAfterMs?: unknown } | null)?.retryAfterMs;
-        let delayMs: number;
-        let delayReason: "backoff" | "retry-after";
-        if (typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0) {
-          delayMs = retryAfterMs;
-          delayReason = "retry-after";
-        } else {
-          const step = backoff.next(state, randomSourceOf(task));
-          state = step.state;
-          delayMs = step.delayMs;
-          delayReason = "backoff";
-        }
-        const deadlineNow = task.effectiveDeadline();
-        if (now + delayMs >= deadlineNow) {
-          // Starting this sleep could only end in a timeout: give up now, with the history.
-          const reason: GiveUpReason = init.budgetDeadline <= init.outerDeadline ? "budget" : "deadline";
-          throw giveUp(task, label, reason, history, error, init.startedAt, delayMs);
-        }
-        record.delayMs = delayMs;
-        record.delayReason = delayReason;
-        policy.onRetry?.({ ...info, error, delayMs, delayReason });
-        if (task.runtime.listening) task.emit({ type: "retry:sleep", attempt, delayMs, delayReason, error });
-        // A zero delay needs no timer (it would cost a trip through the event loop per retry);
-        // the next attempt's entry is still a point where a pending cancellation is delivered.
-        // Unbounded attempts keep the timer, so a loop that fails synchronously forever still
-        // yields to the event loop and its budget can fire.
-        if (delayMs > 0 || attempts === Infinity) yield* delegate(sleep(delayMs));
+  const clock = task.clock;
+  const countAtEntry = task.requests.length;
+  const scopeLabel = `scoped(${nameOf(op, "op")})`;
+  warnIfUnreachable(init);
+  let state: BackoffState;
+  for (let attempt = 1; ; attempt++) {
+    const attemptStart = clock.now();
+    init.counter.started = attempt;
+    if (task.runtime.listening) task.emit({ type: "retry:attempt", attempt, label });
+    let error: unknown;
+    if (perAttemptMs === undefined) {
+      const o = yield* attemptScope(task, op, scopeLabel);
+      if (o.ok) return o.value;
+      error = o.error;
+    } else {
+      try {
+        return yield* timeoutScope(
+          op,
+          `${label} attempt ${attempt}`,
+          (t) => Math.min(t + perAttemptMs, task.effectiveDeadline()),
+          { own: ownTimeouts },
+        );
+      } catch (e) {
+        error = e;
       }
-    },
-  };
+    }
+    if (isCancelled(error)) throw error;
+    if (task.requests.length > countAtEntry) {
+      // The attempt turned its cancellation into an error; the task is still being cancelled,
+      // so the loop stops here and the conversion is reported as a swallow.
+      const c = task.inFlightCancelled();
+      task.checkpoint();
+      if (c) {
+        task.emit({ type: "cleanup:swallow", scope: null, reason: c.reason });
+        throw c;
+      }
+    }
+    const now = clock.now();
+    const timedOut = ownTimeouts.has(error as object);
+    const info: AttemptInfo = { attempt, elapsedMs: now - init.startedAt, timedOut };
+    const record: { -readonly [K in keyof AttemptRecord]: AttemptRecord[K] } = {
+      attempt,
+      startedAt: attemptStart,
+      endedAt: now,
+      error,
+    };
+    history.push(record);
+    // Layers must not multiply: an inner retry's exhaustion is final, whatever retryOn says.
+    if (isRetryExhaustedError(error) || !retryOn(error, info)) {
+      if (task.runtime.listening)
+        task.emit({ type: "retry:giveup", attempt, reason: "not-retryable", delayMs: null, error });
+      throw error;
+    }
+    if (attempt >= attempts) throw giveUp(task, label, "attempts", history, error, init.startedAt, null);
+    const retryAfterMs = (error as { retryAfterMs?: unknown } | null)?.retryAfterMs;
+    let delayMs: number;
+    let delayReason: "backoff" | "retry-after";
+    if (typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0) {
+      delayMs = retryAfterMs;
+      delayReason = "retry-after";
+    } else {
+      const step = backoff.next(state, randomSourceOf(task));
+      state = step.state;
+      delayMs = step.delayMs;
+      delayReason = "backoff";
+    }
+    const deadlineNow = task.effectiveDeadline();
+    if (now + delayMs >= deadlineNow) {
+      // Starting this sleep could only end in a timeout: give up now, with the history.
+      const reason: GiveUpReason = init.budgetDeadline <= init.outerDeadline ? "budget" : "deadline";
+      throw giveUp(task, label, reason, history, error, init.startedAt, delayMs);
+    }
+    record.delayMs = delayMs;
+    record.delayReason = delayReason;
+    policy.onRetry?.({ ...info, error, delayMs, delayReason });
+    if (task.runtime.listening) task.emit({ type: "retry:sleep", attempt, delayMs, delayReason, error });
+    // A zero delay needs no timer (it would cost a trip through the event loop per retry);
+    // the next attempt's entry is still a point where a pending cancellation is delivered.
+    // Unbounded attempts keep the timer, so a loop that fails synchronously forever still
+    // yields to the event loop and its budget can fire.
+    if (delayMs > 0 || attempts === Infinity) yield* delegate(sleep(delayMs));
+  }
 }
 
 function giveUp(

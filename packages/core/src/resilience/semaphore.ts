@@ -3,6 +3,7 @@
  * @module
  */
 import { invalidRange } from "../errors.js";
+import { BoundOp1 } from "../kernel/bound-op.js";
 import { delegate, taskOf } from "../kernel/current.js";
 import { exitFrame } from "../kernel/frame-exit.js";
 import {
@@ -216,6 +217,39 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
     },
   });
 
+  /**
+   * One generator (made once per semaphore, not per call) rather than scoped + acquire: a queue of
+   * waiting users is the hot case.
+   */
+  function* useWith<T>(op: Op<T>): Generator<unknown, T, unknown> {
+    const task = runningTask() ?? taskOf(yield CURRENT_TASK, useLabel);
+    // `take` inlined: a queue of waiting users is the hot case, and a generator each costs.
+    task.checkpoint();
+    if (available > 0 && books.waitingCount === 0) available--;
+    else {
+      const waiter = new QueuedTask(books);
+      queue.push(waiter);
+      books.waitingCount++;
+      try {
+        yield waiter;
+      } catch (e) {
+        if (waiter.granted) giveBack();
+        throw e;
+      }
+    }
+    // The permit belongs to a scope around `op`: it goes back only once `op` and every child it
+    // spawned have stopped (the frame's exit), on every path. It is the frame's own resource.
+    const frame = task.pushFrame("scoped", useLabel);
+    frame.own = giveBack;
+    let outcome: Outcome<T>;
+    try {
+      outcome = { ok: true, value: yield* delegate(op) };
+    } catch (error) {
+      outcome = { ok: false, error };
+    }
+    return yield* exitFrame(task, frame, outcome);
+  }
+
   return {
     name,
     permits,
@@ -228,37 +262,7 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
     acquire,
     use<T>(op: Op<T>): Operation<T> {
       checkOp("semaphore.use(op)", op);
-      // One generator rather than scoped + acquire: a queue of waiting users is the hot case.
-      return {
-        *[Symbol.iterator]() {
-          const task = runningTask() ?? taskOf(yield CURRENT_TASK, useLabel);
-          // `take` inlined: a queue of waiting users is the hot case, and a generator each costs.
-          task.checkpoint();
-          if (available > 0 && books.waitingCount === 0) available--;
-          else {
-            const waiter = new QueuedTask(books);
-            queue.push(waiter);
-            books.waitingCount++;
-            try {
-              yield waiter;
-            } catch (e) {
-              if (waiter.granted) giveBack();
-              throw e;
-            }
-          }
-          // The permit belongs to a scope around `op`: it goes back only once `op` and every child it
-          // spawned have stopped (the frame's exit), on every path. It is the frame's own resource.
-          const frame = task.pushFrame("scoped", useLabel);
-          frame.own = giveBack;
-          let outcome: Outcome<T>;
-          try {
-            outcome = { ok: true, value: yield* delegate(op) };
-          } catch (error) {
-            outcome = { ok: false, error };
-          }
-          return yield* exitFrame(task, frame, outcome);
-        },
-      };
+      return new BoundOp1(useWith, op) as Operation<T>;
     },
   };
 }

@@ -3,6 +3,7 @@
  * @module
  */
 import { checkDurationMs } from "../errors.js";
+import { BoundOp1 } from "../kernel/bound-op.js";
 import type { Clock } from "../kernel/clock.js";
 import { taskOf } from "../kernel/current.js";
 import { CURRENT_TASK, type Operation, type Outcome, type Waiter } from "../kernel/operation.js";
@@ -25,20 +26,20 @@ const SLEPT: Outcome<void> = Object.freeze({ ok: true, value: undefined });
  */
 export function sleep(ms: number): Operation<void> {
   checkDurationMs("sleep(ms)", ms);
-  return {
-    *[Symbol.iterator]() {
-      const task = runningTask() ?? taskOf(yield CURRENT_TASK, "sleep(ms)");
-      const clock = task.top.contexts[CLOCK_KEY] as Clock;
-      const at = clock.now() + ms;
-      yield {
-        kind: "suspend",
-        description: `sleep(${ms})`,
-        interruptible: "normal",
-        enter: (resolve: (o: Outcome<void>) => void) =>
-          at === Infinity ? undefined : clock.schedule(at, () => resolve(SLEPT)),
-        enterWith: (waiter: Waiter<void>) =>
-          at === Infinity ? undefined : clock.schedule(at, () => waiter.resolve(SLEPT)),
-      };
-    },
+  return new BoundOp1(sleepFor, ms);
+}
+
+function* sleepFor(ms: number): Generator<unknown, void, unknown> {
+  const task = runningTask() ?? taskOf(yield CURRENT_TASK, "sleep(ms)");
+  const clock = task.top.contexts[CLOCK_KEY] as Clock;
+  const at = clock.now() + ms;
+  yield {
+    kind: "suspend",
+    description: `sleep(${ms})`,
+    interruptible: "normal",
+    enter: (resolve: (o: Outcome<void>) => void) =>
+      at === Infinity ? undefined : clock.schedule(at, () => resolve(SLEPT)),
+    enterWith: (waiter: Waiter<void>) =>
+      at === Infinity ? undefined : clock.schedule(at, () => waiter.resolve(SLEPT)),
   };
 }

@@ -3,6 +3,7 @@
  * @module
  */
 import { checkDurationMs, invalidRange, TimeoutError } from "../errors.js";
+import { BoundOp4 } from "../kernel/bound-op.js";
 import type { Clock } from "../kernel/clock.js";
 import { currentTask, delegate } from "../kernel/current.js";
 import { exitFrame } from "../kernel/frame-exit.js";
@@ -70,58 +71,66 @@ export function timeoutScope<T>(
   op: Op<T>,
   label: string,
   deadlineFrom: (t: number) => number,
-  extra: {
-    code?: string;
-    own?: WeakSet<object>;
-    /** Makes the scope's error (a `TimeoutError` subclass for a phase, say). */
-    make?: (init: { timeoutMs: number; deadline: number; elapsedMs: number; label: string }) => TimeoutError;
-  } = {},
+  extra: TimeoutExtra = {},
 ): Operation<T> {
+  return new BoundOp4(inTimeout, op, label, deadlineFrom, extra) as Operation<T>;
+}
+
+/** What a timeout scope of the runtime's own layers may add: a code, an owner set, its own error. */
+export interface TimeoutExtra {
+  code?: string;
+  own?: WeakSet<object>;
+  /** Makes the scope's error (a `TimeoutError` subclass for a phase, say). */
+  make?: (init: { timeoutMs: number; deadline: number; elapsedMs: number; label: string }) => TimeoutError;
+}
+
+function* inTimeout<T>(
+  op: Op<T>,
+  label: string,
+  deadlineFrom: (t: number) => number,
+  extra: TimeoutExtra,
+): Generator<unknown, T, unknown> {
   const { code, own, make } = extra;
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask(label);
-      task.checkpoint();
-      const clock = task.top.contexts[CLOCK_KEY] as Clock;
-      const enteredAt = clock.now();
-      const deadline = deadlineFrom(enteredAt);
-      const timeoutMs = Math.max(0, deadline - enteredAt);
-      const makeError = () => {
-        const init = { timeoutMs, deadline, elapsedMs: clock.now() - enteredAt, label };
-        const e = make ? make(init) : new TimeoutError({ ...init, ...(code ? { code } : {}) });
-        own?.add(e);
-        return e;
-      };
-      // A spent budget starts nothing: the deadline is inclusive, so `at === now` is already spent.
-      if (deadline <= enteredAt) throw makeError();
-      const frame = task.pushFrame("timeout", label, deadline);
-      if (deadline !== Infinity) {
-        // Registered on entry, so it fires before resumptions due at the same instant. The frame
-        // holds the cancel itself (its exit, or an abandonment, runs it): no cleanup closure.
-        frame.own = clock.schedule(deadline, () => {
-          frame.own = null;
-          if (frame.closed || frame.bodySettled || frame.request) return;
-          task.emit({ type: "timeout:fire", scope: frame.info, timeoutMs, deadline });
-          task.request(
-            frame,
-            {
-              kind: "timeout",
-              at: clock.now(),
-              scope: frame.info,
-              message: `${label}: timed out after ${timeoutMs} ms`,
-            },
-            false,
-          );
-        });
-      }
-      let outcome: Outcome<T>;
-      try {
-        outcome = { ok: true, value: yield* delegate(op) };
-      } catch (error) {
-        outcome = { ok: false, error };
-      }
-      frame.releaseOwn();
-      return yield* exitFrame(task, frame, outcome, makeError);
-    },
+  const task = yield* currentTask(label);
+  task.checkpoint();
+  const clock = task.top.contexts[CLOCK_KEY] as Clock;
+  const enteredAt = clock.now();
+  const deadline = deadlineFrom(enteredAt);
+  const timeoutMs = Math.max(0, deadline - enteredAt);
+  const makeError = () => {
+    const init = { timeoutMs, deadline, elapsedMs: clock.now() - enteredAt, label };
+    const e = make ? make(init) : new TimeoutError({ ...init, ...(code ? { code } : {}) });
+    own?.add(e);
+    return e;
   };
+  // A spent budget starts nothing: the deadline is inclusive, so `at === now` is already spent.
+  if (deadline <= enteredAt) throw makeError();
+  const frame = task.pushFrame("timeout", label, deadline);
+  if (deadline !== Infinity) {
+    // Registered on entry, so it fires before resumptions due at the same instant. The frame
+    // holds the cancel itself (its exit, or an abandonment, runs it): no cleanup closure.
+    frame.own = clock.schedule(deadline, () => {
+      frame.own = null;
+      if (frame.closed || frame.bodySettled || frame.request) return;
+      task.emit({ type: "timeout:fire", scope: frame.info, timeoutMs, deadline });
+      task.request(
+        frame,
+        {
+          kind: "timeout",
+          at: clock.now(),
+          scope: frame.info,
+          message: `${label}: timed out after ${timeoutMs} ms`,
+        },
+        false,
+      );
+    });
+  }
+  let outcome: Outcome<T>;
+  try {
+    outcome = { ok: true, value: yield* delegate(op) };
+  } catch (error) {
+    outcome = { ok: false, error };
+  }
+  frame.releaseOwn();
+  return yield* exitFrame(task, frame, outcome, makeError);
 }

@@ -2,6 +2,7 @@
  * Contexts: values that flow down the task tree, read with `get()` and set for a region with `with()`.
  * @module
  */
+import { BoundOp3 } from "./bound-op.js";
 import { CURRENT_TASK, checkOp, iterate, type Op, type Operation } from "./operation.js";
 import { runningTask, type TaskImpl } from "./task.js";
 
@@ -45,16 +46,18 @@ export type ContextValues = Record<symbol, unknown>;
  */
 export function createContext<T>(name: string, defaultValue?: T): Context<T> {
   const key = Symbol(name);
+  // One operation per context, not per `get()`: operations are re-runnable.
+  const getOp: Operation<T> = {
+    *[Symbol.iterator]() {
+      const task = runningTask() ?? ((yield CURRENT_TASK) as TaskImpl<unknown>);
+      const v = task.top.contexts[key];
+      return (v === undefined ? defaultValue : v) as T;
+    },
+  };
   return {
     name,
     get() {
-      return {
-        *[Symbol.iterator]() {
-          const task = runningTask() ?? ((yield CURRENT_TASK) as TaskImpl<unknown>);
-          const v = task.top.contexts[key];
-          return (v === undefined ? defaultValue : v) as T;
-        },
-      };
+      return getOp;
     },
     with<R>(value: T, op: Op<R>): Operation<R> {
       checkOp("op", op);
@@ -68,17 +71,17 @@ export function createContext<T>(name: string, defaultValue?: T): Context<T> {
  * spawned inside still belong to the enclosing scope, and keep the value they were spawned with.
  */
 export function withContextValue<R>(key: symbol, value: unknown, op: Op<R>): Operation<R> {
-  return {
-    *[Symbol.iterator]() {
-      const task = runningTask() ?? ((yield CURRENT_TASK) as TaskImpl<unknown>);
-      const frame = task.top;
-      const saved = frame.contexts;
-      frame.contexts = Object.create(saved, { [key]: { value, enumerable: true } });
-      try {
-        return yield* { [Symbol.iterator]: () => iterate(op) };
-      } finally {
-        frame.contexts = saved;
-      }
-    },
-  };
+  return new BoundOp3(runWithContextValue, key, value, op) as Operation<R>;
+}
+
+function* runWithContextValue<R>(key: symbol, value: unknown, op: Op<R>): Generator<unknown, R, unknown> {
+  const task = runningTask() ?? ((yield CURRENT_TASK) as TaskImpl<unknown>);
+  const frame = task.top;
+  const saved = frame.contexts;
+  frame.contexts = Object.create(saved, { [key]: { value, enumerable: true } });
+  try {
+    return yield* { [Symbol.iterator]: () => iterate(op) };
+  } finally {
+    frame.contexts = saved;
+  }
 }

@@ -3,6 +3,7 @@
  * @module
  */
 import { invalidRange, invalidType } from "../errors.js";
+import { BoundOp1 } from "./bound-op.js";
 import type { CancelReason } from "./cancelled.js";
 import { currentTask } from "./current.js";
 import { exitFrame } from "./frame-exit.js";
@@ -30,63 +31,63 @@ export function race<const T extends readonly Op<unknown>[]>(ops: T): Operation<
   if (!Array.isArray(ops)) throw invalidType("race(ops)", "an array of operations", ops);
   if (ops.length === 0) throw invalidRange("race(ops)", "at least one operation", "[]");
   for (const [i, op] of ops.entries()) checkOp(`race(ops[${i}])`, op);
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask("race(ops)");
-      task.checkpoint();
-      const frame = task.pushFrame("race", `race(${ops.length})`);
-      let winner: TaskImpl<unknown> | null = null;
-      let wake: (() => void) | null = null;
-      let remaining = ops.length;
-      frame.policy = {
-        onChildSettled(child) {
-          remaining--;
-          const f = child.outcome!;
-          if (!winner && f.state !== "cancelled") {
-            winner = child;
-            if (f.state === "failed") frame.recordError(f.error);
-            const reason: CancelReason = {
-              kind: "race-lost",
-              at: task.clock.now(),
-              scope: frame.info,
-              message: `${child.name} won`,
-            };
-            for (const other of [...(frame.children ?? [])]) other.cancelFromOutside(reason);
-            wake?.();
-          } else if (f.state === "failed") {
-            frame.recordError(f.error);
-          }
-          if (remaining === 0) wake?.();
-        },
-      };
-      let outcome: Outcome<OpValue<T[number]>>;
-      try {
-        const children = ops.map((op, i) =>
-          spawnInto(frame, op, (typeof op === "function" && op.name) || `race[${i}]`),
-        );
-        yield {
-          kind: "suspend" as const,
-          description: `race: ${children.length} running`,
-          interruptible: "normal",
-          enter(resolve: (o: Outcome<void>) => void) {
-            wake = () => resolve({ ok: true, value: undefined });
-            return () => {
-              wake = null;
-            };
-          },
+  return new BoundOp1(runRace, ops) as Operation<OpValue<T[number]>>;
+}
+
+function* runRace<T extends readonly Op<unknown>[]>(ops: T): Generator<unknown, OpValue<T[number]>, unknown> {
+  const task = yield* currentTask("race(ops)");
+  task.checkpoint();
+  const frame = task.pushFrame("race", `race(${ops.length})`);
+  let winner: TaskImpl<unknown> | null = null;
+  let wake: (() => void) | null = null;
+  let remaining = ops.length;
+  frame.policy = {
+    onChildSettled(child) {
+      remaining--;
+      const f = child.outcome!;
+      if (!winner && f.state !== "cancelled") {
+        winner = child;
+        if (f.state === "failed") frame.recordError(f.error);
+        const reason: CancelReason = {
+          kind: "race-lost",
+          at: task.clock.now(),
+          scope: frame.info,
+          message: `${child.name} won`,
         };
-        const w = winner as TaskImpl<unknown> | null;
-        const o = w ? w.joinOutcome() : children[children.length - 1]!.joinOutcome();
-        // A failed winner's error is already the frame's primary error; exitFrame throws it.
-        outcome = o.ok
-          ? { ok: true, value: o.value as OpValue<T[number]> }
-          : w
-            ? { ok: true, value: undefined as never }
-            : o;
-      } catch (error) {
-        outcome = { ok: false, error };
+        for (const other of [...(frame.children ?? [])]) other.cancelFromOutside(reason);
+        wake?.();
+      } else if (f.state === "failed") {
+        frame.recordError(f.error);
       }
-      return yield* exitFrame(task, frame, outcome);
+      if (remaining === 0) wake?.();
     },
   };
+  let outcome: Outcome<OpValue<T[number]>>;
+  try {
+    const children = ops.map((op, i) =>
+      spawnInto(frame, op, (typeof op === "function" && op.name) || `race[${i}]`),
+    );
+    yield {
+      kind: "suspend" as const,
+      description: `race: ${children.length} running`,
+      interruptible: "normal",
+      enter(resolve: (o: Outcome<void>) => void) {
+        wake = () => resolve({ ok: true, value: undefined });
+        return () => {
+          wake = null;
+        };
+      },
+    };
+    const w = winner as TaskImpl<unknown> | null;
+    const o = w ? w.joinOutcome() : children[children.length - 1]!.joinOutcome();
+    // A failed winner's error is already the frame's primary error; exitFrame throws it.
+    outcome = o.ok
+      ? { ok: true, value: o.value as OpValue<T[number]> }
+      : w
+        ? { ok: true, value: undefined as never }
+        : o;
+  } catch (error) {
+    outcome = { ok: false, error };
+  }
+  return yield* exitFrame(task, frame, outcome);
 }

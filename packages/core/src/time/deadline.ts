@@ -17,13 +17,16 @@ import { CLOCK_KEY } from "../kernel/task.js";
  * ```
  */
 export function now(): Operation<number> {
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask("now()");
-      return (task.top.contexts[CLOCK_KEY] as Clock).now();
-    },
-  };
+  return NOW_OP;
 }
+
+// One operation for every caller (operations are re-runnable): no generator function per call.
+const NOW_OP: Operation<number> = {
+  *[Symbol.iterator]() {
+    const task = yield* currentTask("now()");
+    return (task.top.contexts[CLOCK_KEY] as Clock).now();
+  },
+};
 
 /**
  * The effective deadline where the caller runs: the earliest over every enclosing `timeout` and
@@ -37,13 +40,16 @@ export function now(): Operation<number> {
  * ```
  */
 export function deadline(): Operation<number> {
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask("deadline()");
-      return task.effectiveDeadline();
-    },
-  };
+  return DEADLINE_OP;
 }
+
+// One operation for every caller (operations are re-runnable): no generator function per call.
+const DEADLINE_OP: Operation<number> = {
+  *[Symbol.iterator]() {
+    const task = yield* currentTask("deadline()");
+    return task.effectiveDeadline();
+  },
+};
 
 /**
  * What is left of the effective deadline, in milliseconds (never negative; `Infinity` when none).
@@ -56,14 +62,17 @@ export function deadline(): Operation<number> {
  * ```
  */
 export function remaining(): Operation<number> {
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask("remaining()");
-      const clock = task.top.contexts[CLOCK_KEY] as Clock;
-      return Math.max(0, task.effectiveDeadline() - clock.now());
-    },
-  };
+  return REMAINING_OP;
 }
+
+// One operation for every caller (operations are re-runnable): no generator function per call.
+const REMAINING_OP: Operation<number> = {
+  *[Symbol.iterator]() {
+    const task = yield* currentTask("remaining()");
+    const clock = task.top.contexts[CLOCK_KEY] as Clock;
+    return Math.max(0, task.effectiveDeadline() - clock.now());
+  },
+};
 
 /**
  * The runtime's clock where the caller runs (virtual in tests), for integrations that schedule
@@ -77,10 +86,13 @@ export function remaining(): Operation<number> {
  * ```
  */
 export function useClock(): Operation<Clock> {
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask("useClock()");
-      return task.top.contexts[CLOCK_KEY] as Clock;
-    },
-  };
+  return USECLOCK_OP;
 }
+
+// One operation for every caller (operations are re-runnable): no generator function per call.
+const USECLOCK_OP: Operation<Clock> = {
+  *[Symbol.iterator]() {
+    const task = yield* currentTask("useClock()");
+    return task.top.contexts[CLOCK_KEY] as Clock;
+  },
+};

@@ -3,6 +3,7 @@
  * @module
  */
 import { checkDurationMs, isTimeoutError } from "../errors.js";
+import { BoundOp3 } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import { currentTask } from "../kernel/current.js";
 import { checkOp, nameOf, type Op, type Operation, type Outcome } from "../kernel/operation.js";
@@ -39,73 +40,77 @@ export function shield<T>(op: Op<T>, options?: { limitMs?: number }): Operation<
   const limitOption = options?.limitMs;
   if (limitOption !== undefined) checkDurationMs("shield(op, { limitMs })", limitOption, false);
   const name = `shield(${nameOf(op, "op")})`;
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask(name);
-      task.checkpoint();
-      const frame = task.top;
-      const limitMs =
-        limitOption ?? (frame.contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
-      const guarded = timeoutScope(op, `${name} limit ${limitMs} ms`, (t) => t + limitMs);
-      const child = spawnInto(frame, guarded, nameOf(op, "shielded"), { shielded: true, deadline: Infinity });
-      try {
-        yield {
-          kind: "suspend",
-          description: `${name}: waiting for ${child.name}#${child.id}`,
-          interruptible: "shield",
-          enter: (resolve: (o: Outcome<void>) => void) =>
-            child.onSettled(() => resolve({ ok: true, value: undefined })),
-        };
-      } catch (e) {
-        if (isCancelled(e)) {
-          const f = child.outcome;
-          if (!f) {
-            // Only a cleanup-budget cut interrupts a shield: the work is cancelled now, and the
-            // caller's scope still waits for it, so it is never orphaned.
-            child.cancelFromOutside(e.reason);
-            child.onSettled(() => {
-              const late = child.outcome;
-              if (late?.state === "failed") {
-                task.emit({
-                  type: "error:suppressed",
-                  error: late.error,
-                  primary: e,
-                  context: `${name}: the shielded work failed after a cleanup cut`,
-                });
-              }
-            });
-          } else {
+  return new BoundOp3(runShielded, op, limitOption, name) as Operation<T>;
+}
+
+function* runShielded<T>(
+  op: Op<T>,
+  limitOption: number | undefined,
+  name: string,
+): Generator<unknown, T, unknown> {
+  const task = yield* currentTask(name);
+  task.checkpoint();
+  const frame = task.top;
+  const limitMs =
+    limitOption ?? (frame.contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
+  const guarded = timeoutScope(op, `${name} limit ${limitMs} ms`, (t) => t + limitMs);
+  const child = spawnInto(frame, guarded, nameOf(op, "shielded"), { shielded: true, deadline: Infinity });
+  try {
+    yield {
+      kind: "suspend",
+      description: `${name}: waiting for ${child.name}#${child.id}`,
+      interruptible: "shield",
+      enter: (resolve: (o: Outcome<void>) => void) =>
+        child.onSettled(() => resolve({ ok: true, value: undefined })),
+    };
+  } catch (e) {
+    if (isCancelled(e)) {
+      const f = child.outcome;
+      if (!f) {
+        // Only a cleanup-budget cut interrupts a shield: the work is cancelled now, and the
+        // caller's scope still waits for it, so it is never orphaned.
+        child.cancelFromOutside(e.reason);
+        child.onSettled(() => {
+          const late = child.outcome;
+          if (late?.state === "failed") {
             task.emit({
-              type: "shield:delay",
-              delayedMs: Math.max(0, task.clock.now() - e.reason.at),
-              reason: e.reason,
+              type: "error:suppressed",
+              error: late.error,
+              primary: e,
+              context: `${name}: the shielded work failed after a cleanup cut`,
             });
-            if (f.state === "failed") {
-              task.emit({
-                type: "error:suppressed",
-                error: f.error,
-                primary: e,
-                context: `${name}: the shielded work failed while the caller was cancelled`,
-              });
-            }
           }
-        }
-        throw e;
-      }
-      const f = child.outcome!;
-      if (f.state === "completed") return f.value as T;
-      const o = child.joinOutcome();
-      const inFlight = task.isCancelling ? task.inFlightCancelled() : null;
-      if (inFlight && isTimeoutError(o.ok ? undefined : o.error)) {
-        task.emit({
-          type: "error:suppressed",
-          error: (o as { error: unknown }).error,
-          primary: inFlight,
-          context: `${name}: limit reached during cleanup`,
         });
-        throw inFlight;
+      } else {
+        task.emit({
+          type: "shield:delay",
+          delayedMs: Math.max(0, task.clock.now() - e.reason.at),
+          reason: e.reason,
+        });
+        if (f.state === "failed") {
+          task.emit({
+            type: "error:suppressed",
+            error: f.error,
+            primary: e,
+            context: `${name}: the shielded work failed while the caller was cancelled`,
+          });
+        }
       }
-      throw (o as { error: unknown }).error;
-    },
-  };
+    }
+    throw e;
+  }
+  const f = child.outcome!;
+  if (f.state === "completed") return f.value as T;
+  const o = child.joinOutcome();
+  const inFlight = task.isCancelling ? task.inFlightCancelled() : null;
+  if (inFlight && isTimeoutError(o.ok ? undefined : o.error)) {
+    task.emit({
+      type: "error:suppressed",
+      error: (o as { error: unknown }).error,
+      primary: inFlight,
+      context: `${name}: limit reached during cleanup`,
+    });
+    throw inFlight;
+  }
+  throw (o as { error: unknown }).error;
 }

@@ -3,6 +3,7 @@
  * @module
  */
 import { checkDurationMs, invalidRange, invalidType, isKeelError, KeelError } from "../errors.js";
+import { BoundOp1 } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import type { Clock } from "../kernel/clock.js";
 import { currentTask, delegate } from "../kernel/current.js";
@@ -173,6 +174,43 @@ export function createCircuitBreaker(options: {
     }
   };
 
+  /** `run(op)`'s body: one generator function per breaker, not per call. */
+  function* runThrough<T>(op: Op<T>): Generator<unknown, T, unknown> {
+    const task = yield* currentTask(`breaker ${name}.run(op)`);
+    task.checkpoint();
+    clock = task.top.contexts[CLOCK_KEY] as Clock;
+    const state = stateAt(clock.now());
+    const probe = state === "half-open";
+    if (state === "open" || (probe && probing))
+      throw new BrokenCircuitError(name, probing ? "half-open" : state);
+    if (probe) probing = true;
+    const report = (from: CircuitState) => {
+      const to = stateAt(clock.now());
+      if (to !== from) task.emit({ type: "breaker:state", name, from, to });
+    };
+    try {
+      const value = yield* delegate(op);
+      if (probe || openedAt === null) {
+        openedAt = null;
+        failures.length = 0;
+      }
+      if (probe) report("half-open");
+      return value;
+    } catch (e) {
+      if (!isCancelled(e) && isFailure(e)) {
+        if (probe) {
+          openedAt = clock.now();
+          report("half-open");
+        } else if (openedAt === null) {
+          recordFailure(clock.now());
+          report("closed");
+        }
+      }
+      throw e;
+    } finally {
+      if (probe) probing = false;
+    }
+  }
   return {
     name,
     get state() {
@@ -180,44 +218,7 @@ export function createCircuitBreaker(options: {
     },
     run<T>(op: Op<T>): Operation<T> {
       checkOp("breaker.run(op)", op);
-      return {
-        *[Symbol.iterator]() {
-          const task = yield* currentTask(`breaker ${name}.run(op)`);
-          task.checkpoint();
-          clock = task.top.contexts[CLOCK_KEY] as Clock;
-          const state = stateAt(clock.now());
-          const probe = state === "half-open";
-          if (state === "open" || (probe && probing))
-            throw new BrokenCircuitError(name, probing ? "half-open" : state);
-          if (probe) probing = true;
-          const report = (from: CircuitState) => {
-            const to = stateAt(clock.now());
-            if (to !== from) task.emit({ type: "breaker:state", name, from, to });
-          };
-          try {
-            const value = yield* delegate(op);
-            if (probe || openedAt === null) {
-              openedAt = null;
-              failures.length = 0;
-            }
-            if (probe) report("half-open");
-            return value;
-          } catch (e) {
-            if (!isCancelled(e) && isFailure(e)) {
-              if (probe) {
-                openedAt = clock.now();
-                report("half-open");
-              } else if (openedAt === null) {
-                recordFailure(clock.now());
-                report("closed");
-              }
-            }
-            throw e;
-          } finally {
-            if (probe) probing = false;
-          }
-        },
-      };
+      return new BoundOp1(runThrough, op) as Operation<T>;
     },
   };
 }

@@ -20,10 +20,9 @@ export function exitFrame<T>(
   outcome: Outcome<T>,
   convert?: () => Error,
 ): Iterable<Instruction, T, unknown> & Iterator<Instruction, T, unknown> {
-  frame.bodySettled = true;
-  if (!outcome.ok && !isCancelled(outcome.error)) frame.recordError(outcome.error);
+  beginExit(frame, outcome);
   // Most scopes end with no child left: settle at once, without a generator to wait in.
-  if (!frame.children?.size) return new SettleNow(task, frame, outcome, convert);
+  if (!frame.children?.size) return new SettleNow<T, T>(task, frame, outcome, convert, true);
   return exitAfterChildren(task, frame, outcome, convert);
 }
 
@@ -37,10 +36,14 @@ export function exitFrameOutcome<T>(
   outcome: Outcome<T>,
   convert?: () => Error,
 ): Iterable<Instruction, Outcome<T>, unknown> {
+  beginExit(frame, outcome);
+  if (!frame.children?.size) return new SettleNow<T, Outcome<T>>(task, frame, outcome, convert, false);
+  return exitAfterChildrenOutcome(task, frame, outcome, convert);
+}
+
+function beginExit<T>(frame: Frame, outcome: Outcome<T>): void {
   frame.bodySettled = true;
   if (!outcome.ok && !isCancelled(outcome.error)) frame.recordError(outcome.error);
-  if (!frame.children?.size) return new SettleNowOutcome(task, frame, outcome, convert);
-  return exitAfterChildrenOutcome(task, frame, outcome, convert);
 }
 
 function* exitAfterChildrenOutcome<T>(
@@ -54,51 +57,39 @@ function* exitAfterChildrenOutcome<T>(
   return settleOutcome(task, frame, outcome, convert, true);
 }
 
-class SettleNowOutcome<T>
-  implements Iterable<Instruction, Outcome<T>, unknown>, Iterator<Instruction, Outcome<T>, unknown>
-{
-  constructor(
-    private readonly task: TaskImpl<unknown>,
-    private readonly frame: Frame,
-    private readonly outcome: Outcome<T>,
-    private readonly convert: (() => Error) | undefined,
-  ) {
-    shapes.settleNowOutcome = this;
-  }
-  [Symbol.iterator](): this {
-    return this;
-  }
-  next(): IteratorResult<Instruction, Outcome<T>> {
-    return { done: true, value: settleOutcome(this.task, this.frame, this.outcome, this.convert, false) };
-  }
-}
-
 function* exitAfterChildren<T>(
   task: TaskImpl<unknown>,
   frame: Frame,
   outcome: Outcome<T>,
   convert: (() => Error) | undefined,
 ): Generator<Instruction, T, unknown> {
-  task.cancelChildrenAtExit(frame);
-  yield waitForChildren(frame);
-  return settleFrame(task, frame, outcome, convert, true);
+  const o = yield* exitAfterChildrenOutcome(task, frame, outcome, convert);
+  if (!o.ok) throw o.error;
+  return o.value;
 }
 
-/** `yield*` of a scope exit with no children to wait for: settles on the first step. */
-class SettleNow<T> implements Iterable<Instruction, T, unknown>, Iterator<Instruction, T, unknown> {
+/**
+ * `yield*` of a scope exit with no children to wait for: settles on the first step, and gives the
+ * value (throwing the error) or, for {@link exitFrameOutcome}, the outcome itself.
+ */
+class SettleNow<T, R> implements Iterable<Instruction, R, unknown>, Iterator<Instruction, R, unknown> {
   constructor(
     private readonly task: TaskImpl<unknown>,
     private readonly frame: Frame,
     private readonly outcome: Outcome<T>,
     private readonly convert: (() => Error) | undefined,
+    private readonly throws: boolean,
   ) {
     shapes.settleNow = this;
   }
   [Symbol.iterator](): this {
     return this;
   }
-  next(): IteratorResult<Instruction, T> {
-    return { done: true, value: settleFrame(this.task, this.frame, this.outcome, this.convert, false) };
+  next(): IteratorResult<Instruction, R> {
+    const o = settleOutcome(this.task, this.frame, this.outcome, this.convert, false);
+    if (!this.throws) return { done: true, value: o as R };
+    if (!o.ok) throw o.error;
+    return { done: true, value: o.value as unknown as R };
   }
 }
 
@@ -179,17 +170,4 @@ function settleOutcome<T>(
     if (pending) return { ok: false, error: pending };
   }
   return outcome;
-}
-
-/** {@link settleOutcome}, thrown or returned: the form `yield*` of a scope's exit gives. */
-function settleFrame<T>(
-  task: TaskImpl<unknown>,
-  frame: Frame,
-  outcome: Outcome<T>,
-  convert: (() => Error) | undefined,
-  waited: boolean,
-): T {
-  const o = settleOutcome(task, frame, outcome, convert, waited);
-  if (!o.ok) throw o.error;
-  return o.value;
 }

@@ -22,7 +22,6 @@ export const shapes: {
   spawn: object | null;
   join: object | null;
   settleNow: object | null;
-  settleNowOutcome: object | null;
   delegated: object | null;
   until: object | null;
   action: object | null;
@@ -40,7 +39,6 @@ export const shapes: {
   spawn: null,
   join: null,
   settleNow: null,
-  settleNowOutcome: null,
   delegated: null,
   until: null,
   action: null,

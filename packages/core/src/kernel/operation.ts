@@ -175,31 +175,24 @@ export function suspension<T>(s: Suspension<T>): Operation<T> {
 }
 
 /**
- * A suspension that is also its own operation and, on its first run, its own iterator: one object
- * per wait for the kernel's promise and callback waits (`until`, `action`). A later or concurrent
- * run of the same operation gets an iterator of its own, so it stays re-runnable.
+ * The iterator half of an operation that yields one suspension: the first run (nearly always the
+ * only one: `yield* until(p)`) uses the operation itself as its iterator; a later or concurrent run
+ * gets a {@link YieldOnce} of its own, so the operation stays re-runnable.
  */
-export abstract class SelfSuspension<T>
-  implements Suspension<T>, Operation<T>, Iterator<unknown, T, unknown>
-{
-  readonly kind = "suspend";
-  abstract readonly description: string;
-  abstract readonly interruptible: Interruptible;
+abstract class FirstRunIterator<T> implements Operation<T>, Iterator<unknown, T, unknown> {
   private claimed = false;
   private yielded = false;
-  abstract enterWith(waiter: Waiter<T>): (() => void) | undefined;
-  enter(resolve: (outcome: Outcome<T>) => void): (() => void) | undefined {
-    return this.enterWith({ resolve });
-  }
+  /** What the runs wait at. */
+  protected abstract get waitsAt(): Suspension<T>;
   [Symbol.iterator](): Iterator<unknown, T, unknown> {
-    if (this.claimed) return new YieldOnce<T>(this);
+    if (this.claimed) return new YieldOnce<T>(this.waitsAt);
     this.claimed = true;
     return this;
   }
   next(value?: unknown): IteratorResult<unknown, T> {
     if (this.yielded) return { done: true, value: value as T };
     this.yielded = true;
-    return { done: false, value: this };
+    return { done: false, value: this.waitsAt };
   }
   throw(error?: unknown): IteratorResult<unknown, T> {
     this.yielded = true;
@@ -208,6 +201,23 @@ export abstract class SelfSuspension<T>
   return(value?: unknown): IteratorResult<unknown, T> {
     this.yielded = true;
     return { done: true, value: value as T };
+  }
+}
+
+/**
+ * A suspension that is also its own operation and, on its first run, its own iterator: one object
+ * per wait for the kernel's promise and callback waits (`until`, `action`).
+ */
+export abstract class SelfSuspension<T> extends FirstRunIterator<T> implements Suspension<T> {
+  readonly kind = "suspend";
+  abstract readonly description: string;
+  abstract readonly interruptible: Interruptible;
+  abstract enterWith(waiter: Waiter<T>): (() => void) | undefined;
+  enter(resolve: (outcome: Outcome<T>) => void): (() => void) | undefined {
+    return this.enterWith({ resolve });
+  }
+  protected get waitsAt(): Suspension<T> {
+    return this;
   }
 }
 
@@ -227,31 +237,13 @@ export function neverResuming(s: Suspension<never>): Operation<never> {
   return { [Symbol.iterator]: () => iterator };
 }
 
-/**
- * The first iteration (nearly always the only one: `yield* until(p)`) uses the operation itself as
- * its iterator; any later or concurrent one gets its own, so the operation stays re-runnable.
- */
-class SuspensionOperation<T> implements Operation<T>, Iterator<unknown, T, unknown> {
-  private claimed = false;
-  private yielded = false;
-  constructor(private readonly s: Suspension<T>) {}
-  [Symbol.iterator](): Iterator<unknown, T, unknown> {
-    if (this.claimed) return new YieldOnce<T>(this.s);
-    this.claimed = true;
-    return this;
+/** An operation yielding a given suspension (see {@link FirstRunIterator}). */
+class SuspensionOperation<T> extends FirstRunIterator<T> {
+  constructor(private readonly s: Suspension<T>) {
+    super();
   }
-  next(value?: unknown): IteratorResult<unknown, T> {
-    if (this.yielded) return { done: true, value: value as T };
-    this.yielded = true;
-    return { done: false, value: this.s };
-  }
-  throw(error?: unknown): IteratorResult<unknown, T> {
-    this.yielded = true;
-    throw error;
-  }
-  return(value?: unknown): IteratorResult<unknown, T> {
-    this.yielded = true;
-    return { done: true, value: value as T };
+  protected get waitsAt(): Suspension<T> {
+    return this.s;
   }
 }
 

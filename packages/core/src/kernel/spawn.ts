@@ -83,13 +83,20 @@ class SpawnOperation<T> implements Operation<Task<T>>, Iterator<unknown, Task<T>
     return runningTask() ? this : new SpawnIterator(this.op, this.name);
   }
   next(): IteratorResult<unknown, Task<T>> {
-    const task = taskOf(runningTask(), "spawn(op)");
-    task.checkpoint();
-    return { done: true, value: spawnInto(task.top, this.op, this.name ?? nameOf(this.op, "task")) };
+    return spawnHere(taskOf(runningTask(), "spawn(op)"), this.op, this.name);
   }
 }
 
-/** `yield* spawn(op)` without a generator: asks for the task, then starts the child (hot path). */
+function spawnHere<T>(
+  task: TaskImpl<unknown>,
+  op: Op<T>,
+  name: string | undefined,
+): IteratorResult<unknown, Task<T>> {
+  task.checkpoint();
+  return { done: true, value: spawnInto(task.top, op, name ?? nameOf(op, "task")) };
+}
+
+/** `yield* spawn(op)` driven from outside a task's step: asks for the task, then starts the child. */
 class SpawnIterator<T> implements Iterator<unknown, Task<T>, unknown> {
   private asked = false;
   constructor(
@@ -99,13 +106,9 @@ class SpawnIterator<T> implements Iterator<unknown, Task<T>, unknown> {
   next(answer?: unknown): IteratorResult<unknown, Task<T>> {
     if (!this.asked) {
       this.asked = true;
-      const now = runningTask();
-      if (now === null) return ASK_TASK;
-      answer = now;
+      return ASK_TASK;
     }
-    const task = taskOf(answer, "spawn(op)");
-    task.checkpoint();
-    return { done: true, value: spawnInto(task.top, this.op, this.name ?? nameOf(this.op, "task")) };
+    return spawnHere(taskOf(answer, "spawn(op)"), this.op, this.name);
   }
   throw(error?: unknown): IteratorResult<unknown, Task<T>> {
     throw error;

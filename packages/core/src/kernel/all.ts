@@ -7,13 +7,15 @@ import { BoundOp1 } from "./bound-op.js";
 import { currentTask } from "./current.js";
 import { exitFrame } from "./frame-exit.js";
 import {
-  checkOp,
+  checkOps,
   type Op,
   type Operation,
   type OpValue,
   type Outcome,
   type Suspension,
+  type Waiter,
 } from "./operation.js";
+import { shapes } from "./shapes.js";
 import { spawnInto } from "./spawn.js";
 import type { TaskImpl } from "./task.js";
 
@@ -50,7 +52,7 @@ export type AllValues<T extends readonly Op<unknown>[]> = { -readonly [K in keyo
  */
 export function all<const T extends readonly Op<unknown>[]>(ops: T): Operation<AllValues<T>> {
   if (!Array.isArray(ops)) throw invalidType("all(ops)", "an array of operations", ops);
-  for (const [i, op] of ops.entries()) checkOp(`all(ops[${i}])`, op);
+  checkOps("all", ops);
   if (ops.length === 0) {
     return {
       *[Symbol.iterator]() {
@@ -70,7 +72,7 @@ function* runAll<T extends readonly Op<unknown>[]>(ops: T): Generator<unknown, A
     const children = ops.map((op, i) =>
       spawnInto(frame, op, (typeof op === "function" && op.name) || `all[${i}]`),
     );
-    yield waitForAll(children);
+    yield new AllSettledWait(children);
     outcome = { ok: true, value: children.map((c) => childValue(c)) as AllValues<T> };
   } catch (error) {
     outcome = { ok: false, error };
@@ -80,25 +82,35 @@ function* runAll<T extends readonly Op<unknown>[]>(ops: T): Generator<unknown, A
 
 const ALL_SETTLED: Outcome<void> = Object.freeze({ ok: true, value: undefined });
 
-function waitForAll(children: TaskImpl<unknown>[]): Suspension<void> {
-  return {
-    kind: "suspend",
-    get description() {
-      return `all: ${children.filter((c) => !c.isSettled).length} of ${children.length} pending`;
-    },
-    interruptible: "normal",
-    enter(resolve) {
-      // One callback for every child, never unregistered: when the wait ends early (interrupted),
-      // the children are cancelled and settle soon, and the runtime ignores a resolve that comes
-      // after the task has left the wait.
-      let pending = children.length;
-      const settled = () => {
-        if (--pending === 0) resolve(ALL_SETTLED);
-      };
-      for (let i = 0; i < children.length; i++) children[i]!.whenSettled(settled);
-      return undefined;
-    },
-  };
+/**
+ * The wait for every child of an `all` to settle. A class, not a literal: a literal's methods are new
+ * closures each time, which the runtime's call into `enter` would see as a new target every call.
+ */
+class AllSettledWait implements Suspension<void> {
+  readonly kind = "suspend";
+  readonly interruptible = "normal";
+  constructor(private readonly children: TaskImpl<unknown>[]) {
+    shapes.allWait = this;
+  }
+  get description(): string {
+    const children = this.children;
+    return `all: ${children.filter((c) => !c.isSettled).length} of ${children.length} pending`;
+  }
+  enter(resolve: (o: Outcome<void>) => void): undefined {
+    return this.enterWith({ resolve });
+  }
+  enterWith(waiter: Waiter<void>): undefined {
+    // One callback for every child, never unregistered: when the wait ends early (interrupted),
+    // the children are cancelled and settle soon, and the runtime ignores a resolve that comes
+    // after the task has left the wait.
+    const children = this.children;
+    let pending = children.length;
+    const settled = () => {
+      if (--pending === 0) waiter.resolve(ALL_SETTLED);
+    };
+    for (let i = 0; i < children.length; i++) children[i]!.whenSettled(settled);
+    return undefined;
+  }
 }
 
 function childValue(child: TaskImpl<unknown>): unknown {

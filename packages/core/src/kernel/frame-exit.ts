@@ -4,7 +4,7 @@
  */
 import { Cancelled, isCancelled } from "./cancelled.js";
 import type { Frame } from "./frame.js";
-import type { Instruction, Outcome, Suspension } from "./operation.js";
+import type { Instruction, Outcome, Suspension, Waiter } from "./operation.js";
 import { shapes } from "./shapes.js";
 import type { TaskImpl } from "./task.js";
 
@@ -53,7 +53,7 @@ function* exitAfterChildrenOutcome<T>(
   convert: (() => Error) | undefined,
 ): Generator<Instruction, Outcome<T>, unknown> {
   task.cancelChildrenAtExit(frame);
-  yield waitForChildren(frame);
+  yield new ChildrenWait(frame);
   return settleOutcome(task, frame, outcome, convert, true);
 }
 
@@ -93,23 +93,33 @@ class SettleNow<T, R> implements Iterable<Instruction, R, unknown>, Iterator<Ins
   }
 }
 
-function waitForChildren(frame: Frame): Suspension<void> {
-  return {
-    kind: "suspend",
-    description: `${frame.label}: waiting for ${frame.children?.size ?? 0} children to finish`,
-    interruptible: "never",
-    enter(resolve) {
-      if (!frame.children?.size) {
-        resolve({ ok: true, value: undefined });
-        return undefined;
-      }
-      frame.waiter = () => resolve({ ok: true, value: undefined });
-      return () => {
-        frame.waiter = null;
-      };
-    },
-  };
+/** A scope's wait for its last children to settle (a class: see `AllSettledWait` in all.ts). */
+class ChildrenWait implements Suspension<void> {
+  readonly kind = "suspend";
+  readonly interruptible = "never";
+  constructor(private readonly frame: Frame) {
+    shapes.childrenWait = this;
+  }
+  get description(): string {
+    return `${this.frame.label}: waiting for ${this.frame.children?.size ?? 0} children to finish`;
+  }
+  enter(resolve: (o: Outcome<void>) => void): (() => void) | undefined {
+    return this.enterWith({ resolve });
+  }
+  enterWith(waiter: Waiter<void>): (() => void) | undefined {
+    const frame = this.frame;
+    if (!frame.children?.size) {
+      waiter.resolve(CHILDREN_DONE);
+      return undefined;
+    }
+    frame.waiter = () => waiter.resolve(CHILDREN_DONE);
+    return () => {
+      frame.waiter = null;
+    };
+  }
 }
+
+const CHILDREN_DONE: Outcome<void> = Object.freeze({ ok: true, value: undefined });
 
 /**
  * The counting rule at a scope's exit. The scope withdraws its own request (if it made one); when the

@@ -135,16 +135,29 @@ export type Instruction = Suspension | typeof CURRENT_TASK;
 
 /** Checks a value accepted as an {@link Op}; throws a `TypeError` naming `parameter` otherwise. */
 export function checkOp<T>(parameter: string, op: unknown): Op<T> {
-  if (typeof op === "function") return op as Op<T>;
-  if (
-    typeof op === "object" &&
-    op !== null &&
-    !Array.isArray(op) &&
-    typeof (op as Operation<T>)[Symbol.iterator] === "function"
-  ) {
-    return op as Op<T>;
-  }
+  if (isOp(op)) return op as Op<T>;
   throw invalidType(parameter, "an operation or a function returning one", op);
+}
+
+function isOp(op: unknown): boolean {
+  return (
+    typeof op === "function" ||
+    (typeof op === "object" &&
+      op !== null &&
+      !Array.isArray(op) &&
+      typeof (op as Operation<unknown>)[Symbol.iterator] === "function")
+  );
+}
+
+/**
+ * {@link checkOp} for each element of `ops`, naming `${name}(ops[i])` for a bad one. The label is
+ * made only for the error: `all` over 10k operations would otherwise build 10k strings.
+ */
+export function checkOps(name: string, ops: readonly unknown[]): void {
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i];
+    if (!isOp(op)) checkOp(`${name}(ops[${i}])`, op);
+  }
 }
 
 /** Opens an {@link Op}: calls it if it is a function, then checks the result and starts its iterator. */

@@ -7,7 +7,7 @@ import { BoundOp1 } from "./bound-op.js";
 import type { CancelReason } from "./cancelled.js";
 import { currentTask } from "./current.js";
 import { exitFrame } from "./frame-exit.js";
-import { checkOp, type Op, type Operation, type OpValue, type Outcome } from "./operation.js";
+import { checkOps, type Op, type Operation, type OpValue, type Outcome } from "./operation.js";
 import { spawnInto } from "./spawn.js";
 import type { TaskImpl } from "./task.js";
 
@@ -30,7 +30,7 @@ import type { TaskImpl } from "./task.js";
 export function race<const T extends readonly Op<unknown>[]>(ops: T): Operation<OpValue<T[number]>> {
   if (!Array.isArray(ops)) throw invalidType("race(ops)", "an array of operations", ops);
   if (ops.length === 0) throw invalidRange("race(ops)", "at least one operation", "[]");
-  for (const [i, op] of ops.entries()) checkOp(`race(ops[${i}])`, op);
+  checkOps("race", ops);
   return new BoundOp1(runRace, ops) as Operation<OpValue<T[number]>>;
 }
 

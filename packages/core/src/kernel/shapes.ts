@@ -28,6 +28,12 @@ export const shapes: {
   yieldOnce: object | null;
   askForTask: object | null;
   semaphoreWait: object | null;
+  semaphore: object | null;
+  allWait: object | null;
+  sleepWait: object | null;
+  joinWait: object | null;
+  childrenWait: object | null;
+  parkedWait: object | null;
   bound1: object | null;
   bound2: object | null;
   bound3: object | null;
@@ -45,6 +51,12 @@ export const shapes: {
   yieldOnce: null,
   askForTask: null,
   semaphoreWait: null,
+  semaphore: null,
+  allWait: null,
+  sleepWait: null,
+  joinWait: null,
+  childrenWait: null,
+  parkedWait: null,
   bound1: null,
   bound2: null,
   bound3: null,

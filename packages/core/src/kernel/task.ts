@@ -31,6 +31,7 @@ import {
   type Operation,
   type Outcome,
   type Suspension,
+  type Waiter,
 } from "./operation.js";
 import { notAnInstruction, type Runtime } from "./runtime.js";
 
@@ -614,20 +615,6 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     return { ok: false, error: new TaskCancelledError(this.path, f.reason) };
   }
 
-  /** @internal */
-  joinSuspension(): Suspension<T> {
-    const task = this;
-    return {
-      kind: "suspend",
-      get description() {
-        return `join ${task.name}#${task.id}`;
-      },
-      interruptible: "normal",
-      enter: (resolve) => this.onSettled(() => resolve(this.joinOutcome())),
-      enterWith: (waiter) => this.onSettled(() => waiter.resolve(this.joinOutcome())),
-    };
-  }
-
   private settledFuture(): Future<void> {
     const task = this;
     let promise: Promise<void> | null = null;
@@ -705,10 +692,12 @@ function isSuspension(v: unknown): v is Suspension {
 
 /**
  * `yield* task`. A task that has already settled is joined without suspending (only a cancellation
- * due for the joiner is delivered first); otherwise the joiner waits at a suspension point. Written
- * as an iterator, not a generator: joining is on every fan-in's hot path.
+ * due for the joiner is delivered first); otherwise the joiner waits at a suspension point, which
+ * is this object too. Written as an iterator, not a generator: joining is on every fan-in's hot path.
  */
-class JoinIterator<T> implements Iterator<unknown, T, unknown> {
+class JoinIterator<T> implements Iterator<unknown, T, unknown>, Suspension<T> {
+  readonly kind = "suspend";
+  readonly interruptible = "normal";
   private step: 0 | 1 | 2 = 0;
   constructor(private readonly task: TaskImpl<T>) {
     shapes.join = this;
@@ -721,7 +710,7 @@ class JoinIterator<T> implements Iterator<unknown, T, unknown> {
         answer = running;
       } else {
         this.step = 2;
-        return { done: false, value: this.task.joinSuspension() };
+        return { done: false, value: this };
       }
     }
     if (this.step === 1) {
@@ -739,6 +728,15 @@ class JoinIterator<T> implements Iterator<unknown, T, unknown> {
   }
   return(value?: unknown): IteratorResult<unknown, T> {
     return { done: true, value: value as T };
+  }
+  get description(): string {
+    return `join ${this.task.name}#${this.task.id}`;
+  }
+  enter(resolve: (o: Outcome<T>) => void): () => void {
+    return this.task.onSettled(() => resolve(this.task.joinOutcome()));
+  }
+  enterWith(waiter: Waiter<T>): () => void {
+    return this.task.onSettled(() => waiter.resolve(this.task.joinOutcome()));
   }
 }
 

@@ -2,7 +2,8 @@
  * `park`: the suspension behind every queue wait in this layer (semaphore, channel, rate limiter).
  * @module
  */
-import type { Suspension } from "../kernel/operation.js";
+import type { Outcome, Suspension, Waiter } from "../kernel/operation.js";
+import { shapes } from "../kernel/shapes.js";
 
 /** A queue entry that can be woken. `wake` is set only while its task waits at the suspension. */
 export interface Parked {
@@ -21,23 +22,42 @@ export function park(
   leave: (done: boolean) => void,
   description: () => string,
 ): Suspension<void> {
-  return {
-    kind: "suspend",
-    get description() {
-      return description();
-    },
-    interruptible: "normal",
-    enter(resolve) {
-      if (isDone()) {
-        leave(true);
-        resolve({ ok: true, value: undefined });
-        return undefined;
-      }
-      parked.wake = () => resolve({ ok: true, value: undefined });
-      return () => {
-        parked.wake = null;
-        leave(isDone());
-      };
-    },
-  };
+  return new ParkedWait(parked, isDone, leave, description);
+}
+
+const WOKEN: Outcome<void> = Object.freeze({ ok: true, value: undefined });
+
+/**
+ * The suspension `park` returns. A class, not a literal with a getter: such a literal is a
+ * dictionary-mode object with new method closures each time, on the runtime's hottest call sites.
+ */
+class ParkedWait implements Suspension<void> {
+  readonly kind = "suspend";
+  readonly interruptible = "normal";
+  constructor(
+    private readonly parked: Parked,
+    private readonly isDone: () => boolean,
+    private readonly leave: (done: boolean) => void,
+    private readonly describe: () => string,
+  ) {
+    shapes.parkedWait = this;
+  }
+  get description(): string {
+    return this.describe();
+  }
+  enter(resolve: (o: Outcome<void>) => void): (() => void) | undefined {
+    return this.enterWith({ resolve });
+  }
+  enterWith(waiter: Waiter<void>): (() => void) | undefined {
+    if (this.isDone()) {
+      this.leave(true);
+      waiter.resolve(WOKEN);
+      return undefined;
+    }
+    this.parked.wake = () => waiter.resolve(WOKEN);
+    return () => {
+      this.parked.wake = null;
+      this.leave(this.isDone());
+    };
+  }
 }

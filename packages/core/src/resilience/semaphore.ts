@@ -3,7 +3,7 @@
  * @module
  */
 import { invalidRange } from "../errors.js";
-import { BoundOp1 } from "../kernel/bound-op.js";
+import { BoundOp1, BoundOp2 } from "../kernel/bound-op.js";
 import { delegate, taskOf } from "../kernel/current.js";
 import { exitFrame } from "../kernel/frame-exit.js";
 import {
@@ -16,7 +16,7 @@ import {
   type Waiter,
 } from "../kernel/operation.js";
 import { shapes } from "../kernel/shapes.js";
-import { runningTask, type TaskImpl } from "../kernel/task.js";
+import { runningTask } from "../kernel/task.js";
 
 /**
  * A held permit.
@@ -90,7 +90,7 @@ class QueuedTask implements Suspension<void> {
   gone = false;
   /** The task's side of the wait, while it waits. */
   wake: Waiter<void> | null = null;
-  constructor(private readonly books: { readonly name: string; waitingCount: number }) {
+  constructor(private readonly books: SemaphoreBooks) {
     shapes.semaphoreWait = this;
   }
   get description(): string {
@@ -139,130 +139,153 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
   if (typeof permits !== "number" || !Number.isInteger(permits) || permits < 1) {
     throw invalidRange("createSemaphore(permits)", "a whole number ≥ 1", permits);
   }
-  const name = options.name ?? "semaphore";
-  const acquireLabel = `semaphore ${name}: acquire()`;
-  const useLabel = `semaphore ${name}: use(op)`;
-  let available = permits;
-  // A FIFO as an array with a head index (shift is O(n)); cancelled waiters are marked gone and
-  // skipped rather than spliced out. Invariant: `waitingCount` counts the waiters not gone.
-  let queue: QueuedTask[] = [];
-  let head = 0;
-  const books = { name, waitingCount: 0 };
+  return new SemaphoreImpl(permits, options.name ?? "semaphore");
+}
 
-  const giveBack = () => {
-    while (head < queue.length) {
-      const next = queue[head++]!;
+/** What a queued waiter reads for its description and updates when it leaves. */
+interface SemaphoreBooks {
+  readonly name: string;
+  waitingCount: number;
+}
+
+/**
+ * The semaphore's state. Its operations are module-level generator functions bound to it, not
+ * functions made per semaphore: V8 gives each generator function its own map for the generators it
+ * makes, so per-instance ones would send the kernel's resume path a new map for every semaphore
+ * (and throw its optimized code away once the old one is collected).
+ */
+class SemaphoreImpl implements Semaphore, SemaphoreBooks {
+  readonly acquireLabel: string;
+  readonly useLabel: string;
+  /** Invariant: 0 ≤ free ≤ permits, and 0 while anyone waits. */
+  free: number;
+  /**
+   * A FIFO as an array with a head index (shift is O(n)); cancelled waiters are marked gone and
+   * skipped rather than spliced out. Invariant: `waitingCount` counts the waiters not gone.
+   */
+  queue: QueuedTask[] = [];
+  head = 0;
+  waitingCount = 0;
+  /** Hands a permit back: to the first waiter not gone, else to the pool. Bound once: a frame's `own`. */
+  readonly giveBack = (): void => {
+    while (this.head < this.queue.length) {
+      const next = this.queue[this.head++]!;
       if (next.gone) continue;
-      books.waitingCount--;
+      this.waitingCount--;
       next.granted = true;
       next.wake?.resolve(GRANTED);
-      compact();
+      this.compact();
       return;
     }
-    compact();
-    available = Math.min(permits, available + 1);
-  };
-  const compact = () => {
-    if (head === queue.length) {
-      queue = [];
-      head = 0;
-    } else if (head > 1024 && head * 2 > queue.length) {
-      queue = queue.slice(head);
-      head = 0;
-    }
+    this.compact();
+    this.free = Math.min(this.permits, this.free + 1);
   };
 
-  const makePermit = (): Permit => {
-    let held = true;
-    return {
-      release() {
-        if (!held) return;
-        held = false;
-        giveBack();
-      },
-    };
-  };
+  constructor(
+    readonly permits: number,
+    readonly name: string,
+  ) {
+    shapes.semaphore = this;
+    this.free = permits;
+    this.acquireLabel = `semaphore ${name}: acquire()`;
+    this.useLabel = `semaphore ${name}: use(op)`;
+  }
 
-  /** Takes a permit, waiting in the queue if none is free (a suspension point). */
-  function* take(task: TaskImpl<unknown>): Generator<unknown, void, unknown> {
-    task.checkpoint();
-    if (available > 0 && books.waitingCount === 0) {
-      available--;
-      return;
+  get available(): number {
+    return this.free;
+  }
+
+  get waiting(): number {
+    return this.waitingCount;
+  }
+
+  acquire(): Operation<Permit> {
+    return new BoundOp1(acquireBody, this);
+  }
+
+  use<T>(op: Op<T>): Operation<T> {
+    checkOp("semaphore.use(op)", op);
+    return new BoundOp2(useBody, this, op) as Operation<T>;
+  }
+
+  /** Takes a free permit at once when nobody queues; otherwise queues and returns the wait. */
+  enqueueOrTake(): QueuedTask | null {
+    if (this.free > 0 && this.waitingCount === 0) {
+      this.free--;
+      return null;
     }
-    const waiter = new QueuedTask(books);
-    queue.push(waiter);
-    books.waitingCount++;
+    const waiter = new QueuedTask(this);
+    this.queue.push(waiter);
+    this.waitingCount++;
+    return waiter;
+  }
+
+  private compact(): void {
+    if (this.head === this.queue.length) {
+      this.queue = [];
+      this.head = 0;
+    } else if (this.head > 1024 && this.head * 2 > this.queue.length) {
+      this.queue = this.queue.slice(this.head);
+      this.head = 0;
+    }
+  }
+}
+
+/** Waits at `waiter`; a grant that meets a cancellation in the same instant is passed on, never lost. */
+function* waitForPermit(sem: SemaphoreImpl, waiter: QueuedTask): Generator<unknown, void, unknown> {
+  try {
+    yield waiter;
+  } catch (e) {
+    if (waiter.granted) sem.giveBack();
+    throw e;
+  }
+}
+
+function* acquireBody(sem: SemaphoreImpl): Generator<unknown, Permit, unknown> {
+  const task = runningTask() ?? taskOf(yield CURRENT_TASK, sem.acquireLabel);
+  task.checkpoint();
+  const waiter = sem.enqueueOrTake();
+  if (waiter) yield* waitForPermit(sem, waiter);
+  let held = true;
+  const release = () => {
+    if (!held) return;
+    held = false;
+    sem.giveBack();
+  };
+  const off = task.top.onExit(release);
+  return {
+    release() {
+      off();
+      release();
+    },
+  };
+}
+
+/**
+ * `use(op)`: acquire, then run `op` in a scope that owns the permit. The wait is inlined (not
+ * `waitForPermit`): a queue of waiting users is the hot case, and each generator costs.
+ */
+function* useBody<T>(sem: SemaphoreImpl, op: Op<T>): Generator<unknown, T, unknown> {
+  const task = runningTask() ?? taskOf(yield CURRENT_TASK, sem.useLabel);
+  task.checkpoint();
+  const waiter = sem.enqueueOrTake();
+  if (waiter) {
     try {
       yield waiter;
     } catch (e) {
-      // Granted in the same instant as the cancellation: pass the permit on, never lose it.
-      if (waiter.granted) giveBack();
+      if (waiter.granted) sem.giveBack();
       throw e;
     }
   }
-
-  const acquire = (): Operation<Permit> => ({
-    *[Symbol.iterator]() {
-      const task = runningTask() ?? taskOf(yield CURRENT_TASK, acquireLabel);
-      yield* take(task);
-      const permit = makePermit();
-      const off = task.top.onExit(() => permit.release());
-      return {
-        release() {
-          off();
-          permit.release();
-        },
-      };
-    },
-  });
-
-  /**
-   * One generator (made once per semaphore, not per call) rather than scoped + acquire: a queue of
-   * waiting users is the hot case.
-   */
-  function* useWith<T>(op: Op<T>): Generator<unknown, T, unknown> {
-    const task = runningTask() ?? taskOf(yield CURRENT_TASK, useLabel);
-    // `take` inlined: a queue of waiting users is the hot case, and a generator each costs.
-    task.checkpoint();
-    if (available > 0 && books.waitingCount === 0) available--;
-    else {
-      const waiter = new QueuedTask(books);
-      queue.push(waiter);
-      books.waitingCount++;
-      try {
-        yield waiter;
-      } catch (e) {
-        if (waiter.granted) giveBack();
-        throw e;
-      }
-    }
-    // The permit belongs to a scope around `op`: it goes back only once `op` and every child it
-    // spawned have stopped (the frame's exit), on every path. It is the frame's own resource.
-    const frame = task.pushFrame("scoped", useLabel);
-    frame.own = giveBack;
-    let outcome: Outcome<T>;
-    try {
-      outcome = { ok: true, value: yield* delegate(op) };
-    } catch (error) {
-      outcome = { ok: false, error };
-    }
-    return yield* exitFrame(task, frame, outcome);
+  // The permit belongs to a scope around `op`: it goes back only once `op` and every child it
+  // spawned have stopped (the frame's exit), on every path. It is the frame's own resource.
+  const frame = task.pushFrame("scoped", sem.useLabel);
+  frame.own = sem.giveBack;
+  let outcome: Outcome<T>;
+  try {
+    outcome = { ok: true, value: yield* delegate(op) };
+  } catch (error) {
+    outcome = { ok: false, error };
   }
-
-  return {
-    name,
-    permits,
-    get available() {
-      return available;
-    },
-    get waiting() {
-      return books.waitingCount;
-    },
-    acquire,
-    use<T>(op: Op<T>): Operation<T> {
-      checkOp("semaphore.use(op)", op);
-      return new BoundOp1(useWith, op) as Operation<T>;
-    },
-  };
+  return yield* exitFrame(task, frame, outcome);
 }

@@ -6,7 +6,14 @@ import { checkDurationMs } from "../errors.js";
 import { BoundOp1 } from "../kernel/bound-op.js";
 import type { Clock } from "../kernel/clock.js";
 import { taskOf } from "../kernel/current.js";
-import { CURRENT_TASK, type Operation, type Outcome, type Waiter } from "../kernel/operation.js";
+import {
+  CURRENT_TASK,
+  type Operation,
+  type Outcome,
+  type Suspension,
+  type Waiter,
+} from "../kernel/operation.js";
+import { shapes } from "../kernel/shapes.js";
 import { CLOCK_KEY, runningTask } from "../kernel/task.js";
 
 const SLEPT: Outcome<void> = Object.freeze({ ok: true, value: undefined });
@@ -32,14 +39,30 @@ export function sleep(ms: number): Operation<void> {
 function* sleepFor(ms: number): Generator<unknown, void, unknown> {
   const task = runningTask() ?? taskOf(yield CURRENT_TASK, "sleep(ms)");
   const clock = task.top.contexts[CLOCK_KEY] as Clock;
-  const at = clock.now() + ms;
-  yield {
-    kind: "suspend",
-    description: `sleep(${ms})`,
-    interruptible: "normal",
-    enter: (resolve: (o: Outcome<void>) => void) =>
-      at === Infinity ? undefined : clock.schedule(at, () => resolve(SLEPT)),
-    enterWith: (waiter: Waiter<void>) =>
-      at === Infinity ? undefined : clock.schedule(at, () => waiter.resolve(SLEPT)),
-  };
+  yield new SleepWait(clock, clock.now() + ms, ms);
+}
+
+/**
+ * The wait of one `sleep`. A class, not a literal: a literal's methods are new closures each call,
+ * and its description string would be built even when nobody prints the tree.
+ */
+class SleepWait implements Suspension<void> {
+  readonly kind = "suspend";
+  readonly interruptible = "normal";
+  constructor(
+    private readonly clock: Clock,
+    private readonly at: number,
+    private readonly ms: number,
+  ) {
+    shapes.sleepWait = this;
+  }
+  get description(): string {
+    return `sleep(${this.ms})`;
+  }
+  enter(resolve: (o: Outcome<void>) => void): (() => void) | undefined {
+    return this.enterWith({ resolve });
+  }
+  enterWith(waiter: Waiter<void>): (() => void) | undefined {
+    return this.at === Infinity ? undefined : this.clock.schedule(this.at, () => waiter.resolve(SLEPT));
+  }
 }

@@ -13,6 +13,7 @@ import {
   type OpValue,
   type Outcome,
   type Suspension,
+  suspensionClass,
   type Waiter,
 } from "./operation.js";
 import { shapes } from "./shapes.js";
@@ -87,8 +88,8 @@ const ALL_SETTLED: Outcome<void> = Object.freeze({ ok: true, value: undefined })
  * closures each time, which the runtime's call into `enter` would see as a new target every call.
  */
 class AllSettledWait implements Suspension<void> {
-  readonly kind = "suspend";
-  readonly interruptible = "normal";
+  declare readonly kind: "suspend";
+  declare readonly interruptible: "normal";
   constructor(private readonly children: TaskImpl<unknown>[]) {
     shapes.allWait = this;
   }
@@ -112,6 +113,7 @@ class AllSettledWait implements Suspension<void> {
     return undefined;
   }
 }
+suspensionClass(AllSettledWait, "normal");
 
 function childValue(child: TaskImpl<unknown>): unknown {
   const o = child.joinOutcome();

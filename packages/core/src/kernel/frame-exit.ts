@@ -4,7 +4,13 @@
  */
 import { Cancelled, isCancelled } from "./cancelled.js";
 import type { Frame } from "./frame.js";
-import type { Instruction, Outcome, Suspension, Waiter } from "./operation.js";
+import {
+  type Instruction,
+  type Outcome,
+  type Suspension,
+  suspensionClass,
+  type Waiter,
+} from "./operation.js";
 import { shapes } from "./shapes.js";
 import type { TaskImpl } from "./task.js";
 
@@ -95,8 +101,8 @@ class SettleNow<T, R> implements Iterable<Instruction, R, unknown>, Iterator<Ins
 
 /** A scope's wait for its last children to settle (a class: see `AllSettledWait` in all.ts). */
 class ChildrenWait implements Suspension<void> {
-  readonly kind = "suspend";
-  readonly interruptible = "never";
+  declare readonly kind: "suspend";
+  declare readonly interruptible: "never";
   constructor(private readonly frame: Frame) {
     shapes.childrenWait = this;
   }
@@ -118,6 +124,7 @@ class ChildrenWait implements Suspension<void> {
     };
   }
 }
+suspensionClass(ChildrenWait, "never");
 
 const CHILDREN_DONE: Outcome<void> = Object.freeze({ ok: true, value: undefined });
 

@@ -8,7 +8,14 @@
  */
 import { invalidType } from "../errors.js";
 import { currentTask } from "./current.js";
-import { type Operation, type Outcome, SelfSuspension, suspension, type Waiter } from "./operation.js";
+import {
+  type Operation,
+  type Outcome,
+  SelfSuspension,
+  suspension,
+  suspensionClass,
+  type Waiter,
+} from "./operation.js";
 import { shapes } from "./shapes.js";
 
 function abortReason(): Error {
@@ -33,8 +40,8 @@ export function until<T>(promise: PromiseLike<T>): Operation<T> {
 }
 
 class UntilPromise<T> extends SelfSuspension<T> {
-  readonly description = "until(promise)";
-  readonly interruptible = "normal";
+  declare readonly description: "until(promise)";
+  declare readonly interruptible: "normal";
   constructor(private readonly promise: PromiseLike<T>) {
     super();
     shapes.until = this;
@@ -48,6 +55,8 @@ class UntilPromise<T> extends SelfSuspension<T> {
     return undefined;
   }
 }
+suspensionClass(UntilPromise, "normal");
+Object.defineProperty(UntilPromise.prototype, "description", { value: "until(promise)" });
 
 /**
  * Calls `fn` with an `AbortSignal` and waits for what it returns (a value or a promise). The signal
@@ -123,7 +132,7 @@ export function action<T>(
 }
 
 class ActionWait<T> extends SelfSuspension<T> {
-  readonly interruptible = "normal";
+  declare readonly interruptible: "normal";
   constructor(
     private readonly executor: (resolve: (value: T) => void, reject: (error: unknown) => void) => () => void,
     readonly description: string,
@@ -142,6 +151,7 @@ class ActionWait<T> extends SelfSuspension<T> {
     return teardown;
   }
 }
+suspensionClass(ActionWait, "normal");
 
 /**
  * Returns an `AbortSignal` tied to the current scope: it aborts when that scope ends, however it

@@ -31,6 +31,7 @@ import {
   type Operation,
   type Outcome,
   type Suspension,
+  suspensionClass,
   type Waiter,
 } from "./operation.js";
 import { notAnInstruction, type Runtime } from "./runtime.js";
@@ -433,7 +434,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     cur.teardown = undefined;
     if (t) {
       try {
-        t();
+        t.call(cur.s);
       } catch (error) {
         this.emit({
           type: "error:suppressed",
@@ -696,8 +697,8 @@ function isSuspension(v: unknown): v is Suspension {
  * is this object too. Written as an iterator, not a generator: joining is on every fan-in's hot path.
  */
 class JoinIterator<T> implements Iterator<unknown, T, unknown>, Suspension<T> {
-  readonly kind = "suspend";
-  readonly interruptible = "normal";
+  declare readonly kind: "suspend";
+  declare readonly interruptible: "normal";
   private step: 0 | 1 | 2 = 0;
   constructor(private readonly task: TaskImpl<T>) {
     shapes.join = this;
@@ -739,6 +740,7 @@ class JoinIterator<T> implements Iterator<unknown, T, unknown>, Suspension<T> {
     return this.task.onSettled(() => waiter.resolve(this.task.joinOutcome()));
   }
 }
+suspensionClass(JoinIterator, "normal");
 
 /**
  * The suspension a task waits at: resolved at most once, and then queued itself (a `Runnable`), so a

@@ -2,7 +2,7 @@
  * `park`: the suspension behind every queue wait in this layer (semaphore, channel, rate limiter).
  * @module
  */
-import type { Outcome, Suspension, Waiter } from "../kernel/operation.js";
+import { type Outcome, type Suspension, suspensionClass, type Waiter } from "../kernel/operation.js";
 import { shapes } from "../kernel/shapes.js";
 
 /** A queue entry that can be woken. `wake` is set only while its task waits at the suspension. */
@@ -32,8 +32,8 @@ const WOKEN: Outcome<void> = Object.freeze({ ok: true, value: undefined });
  * dictionary-mode object with new method closures each time, on the runtime's hottest call sites.
  */
 class ParkedWait implements Suspension<void> {
-  readonly kind = "suspend";
-  readonly interruptible = "normal";
+  declare readonly kind: "suspend";
+  declare readonly interruptible: "normal";
   constructor(
     private readonly parked: Parked,
     private readonly isDone: () => boolean,
@@ -61,3 +61,4 @@ class ParkedWait implements Suspension<void> {
     };
   }
 }
+suspensionClass(ParkedWait, "normal");

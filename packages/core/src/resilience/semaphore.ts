@@ -13,6 +13,7 @@ import {
   type Operation,
   type Outcome,
   type Suspension,
+  suspensionClass,
   type Waiter,
 } from "../kernel/operation.js";
 import { shapes } from "../kernel/shapes.js";
@@ -83,14 +84,14 @@ const GRANTED: Outcome<void> = { ok: true, value: undefined };
  * is the case that matters). Invariant: `granted` and `gone` are never both true.
  */
 class QueuedTask implements Suspension<void> {
-  readonly kind = "suspend";
-  readonly interruptible = "normal";
+  declare readonly kind: "suspend";
+  declare readonly interruptible: "normal";
   granted = false;
   /** Left the queue (cancelled) before being granted: skipped when a permit is handed on. */
   gone = false;
   /** The task's side of the wait, while it waits. */
   wake: Waiter<void> | null = null;
-  constructor(private readonly books: SemaphoreBooks) {
+  constructor(readonly books: SemaphoreBooks) {
     shapes.semaphoreWait = this;
   }
   get description(): string {
@@ -105,14 +106,18 @@ class QueuedTask implements Suspension<void> {
       return undefined;
     }
     this.wake = waiter;
-    return this.leave;
+    // One shared teardown: the runtime calls it with this wait as `this`.
+    return leaveQueue;
   }
-  private readonly leave = (): void => {
-    this.wake = null;
-    if (this.granted || this.gone) return;
-    this.gone = true;
-    this.books.waitingCount--;
-  };
+}
+suspensionClass(QueuedTask, "normal");
+
+/** A waiter's teardown (with the waiter as `this`): leaves the queue unless already granted. */
+function leaveQueue(this: QueuedTask): void {
+  this.wake = null;
+  if (this.granted || this.gone) return;
+  this.gone = true;
+  this.books.waitingCount--;
 }
 
 /**

@@ -11,6 +11,7 @@ import {
   type Operation,
   type Outcome,
   type Suspension,
+  suspensionClass,
   type Waiter,
 } from "../kernel/operation.js";
 import { shapes } from "../kernel/shapes.js";
@@ -47,8 +48,8 @@ function* sleepFor(ms: number): Generator<unknown, void, unknown> {
  * and its description string would be built even when nobody prints the tree.
  */
 class SleepWait implements Suspension<void> {
-  readonly kind = "suspend";
-  readonly interruptible = "normal";
+  declare readonly kind: "suspend";
+  declare readonly interruptible: "normal";
   constructor(
     private readonly clock: Clock,
     private readonly at: number,
@@ -66,3 +67,4 @@ class SleepWait implements Suspension<void> {
     return this.at === Infinity ? undefined : this.clock.schedule(this.at, () => waiter.resolve(SLEPT));
   }
 }
+suspensionClass(SleepWait, "normal");

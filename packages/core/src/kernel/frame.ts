@@ -27,6 +27,19 @@ export interface ChildPolicy {
   onChildSettled(child: TaskImpl<unknown>): void;
 }
 
+const BODY_SETTLED = 1;
+const CLOSED = 2;
+
+/** The fields of a {@link Frame} that most frames never set, kept apart so a frame stays small. */
+class FrameRare {
+  request: CancelRequest | null = null;
+  errors: unknown[] | null = null;
+  waiter: (() => void) | null = null;
+  policy: ChildPolicy | null = null;
+  /** Run once when the frame is popped or its task abandoned: timers, abort signals. */
+  cleanups: Set<() => void> | null = null;
+}
+
 export class Frame implements ScopeInfo {
   readonly id = nextFrameId++;
   /**
@@ -36,24 +49,58 @@ export class Frame implements ScopeInfo {
   readonly entrySeq: number;
   /** Invariant: `children` holds exactly the tasks spawned here that have not settled. */
   children: ChildList | null = null;
-  /** The request this frame made (a timer that fired, a child that failed); at most one. */
-  request: CancelRequest | null = null;
-  /** The body's error and the children's, in the order they happened; `errors[0]` is the primary. */
-  errors: unknown[] | null = null;
-  /** True once the frame's operation has settled; the frame may still wait for children. */
-  bodySettled = false;
-  /** True once popped: nothing can be spawned here any more. */
-  closed = false;
-  /** Resolves the scope-exit wait when the last child settles. */
-  waiter: (() => void) | null = null;
-  /** Run once when the frame is popped or its task abandoned: timers, abort signals (lazy). */
-  private cleanupList: Set<() => void> | null = null;
-  policy: ChildPolicy | null = null;
+  /** BODY_SETTLED and CLOSED (see their accessors). */
+  private flags = 0;
+  /** What few frames need (a request, errors, a child policy, cleanups, a waiter); made on first set. */
+  private rare: FrameRare | null = null;
   /**
    * The frame's own resource, given back at the latest when it is popped: a timeout scope's timer
    * cancel, a semaphore permit's release. A field, not an exit hook: most frames have one at most.
    */
   own: (() => void) | null = null;
+
+  /** The request this frame made (a timer that fired, a child that failed); at most one. */
+  get request(): CancelRequest | null {
+    return this.rare === null ? null : this.rare.request;
+  }
+  set request(r: CancelRequest | null) {
+    if (r !== null || this.rare !== null) this.rareOf().request = r;
+  }
+  /** The body's error and the children's, in the order they happened; `errors[0]` is the primary. */
+  get errors(): unknown[] | null {
+    return this.rare === null ? null : this.rare.errors;
+  }
+  /** Resolves the scope-exit wait when the last child settles. */
+  get waiter(): (() => void) | null {
+    return this.rare === null ? null : this.rare.waiter;
+  }
+  set waiter(w: (() => void) | null) {
+    if (w !== null || this.rare !== null) this.rareOf().waiter = w;
+  }
+  get policy(): ChildPolicy | null {
+    return this.rare === null ? null : this.rare.policy;
+  }
+  set policy(p: ChildPolicy | null) {
+    if (p !== null || this.rare !== null) this.rareOf().policy = p;
+  }
+  /** True once the frame's operation has settled; the frame may still wait for children. */
+  get bodySettled(): boolean {
+    return (this.flags & BODY_SETTLED) !== 0;
+  }
+  set bodySettled(on: boolean) {
+    this.flags = on ? this.flags | BODY_SETTLED : this.flags & ~BODY_SETTLED;
+  }
+  /** True once popped: nothing can be spawned here any more. */
+  get closed(): boolean {
+    return (this.flags & CLOSED) !== 0;
+  }
+  set closed(on: boolean) {
+    this.flags = on ? this.flags | CLOSED : this.flags & ~CLOSED;
+  }
+
+  private rareOf(): FrameRare {
+    return (this.rare ??= new FrameRare());
+  }
 
   constructor(
     readonly task: TaskImpl<unknown>,
@@ -91,8 +138,9 @@ export class Frame implements ScopeInfo {
   }
 
   recordError(error: unknown): boolean {
-    (this.errors ??= []).push(error);
-    return this.errors.length === 1;
+    const rare = this.rareOf();
+    (rare.errors ??= []).push(error);
+    return rare.errors.length === 1;
   }
 
   /**
@@ -101,7 +149,8 @@ export class Frame implements ScopeInfo {
    * not collect one closure per use.
    */
   onExit(fn: () => void): () => void {
-    const list = (this.cleanupList ??= new Set());
+    const rare = this.rareOf();
+    const list = (rare.cleanups ??= new Set());
     list.add(fn);
     return () => {
       list.delete(fn);
@@ -117,9 +166,9 @@ export class Frame implements ScopeInfo {
 
   runCleanups(): void {
     this.releaseOwn();
-    const list = this.cleanupList;
+    const list = this.rare === null ? null : this.rare.cleanups;
     if (!list) return;
-    this.cleanupList = null;
+    this.rare!.cleanups = null;
     for (const fn of list) fn();
   }
 

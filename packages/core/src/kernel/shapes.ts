@@ -34,6 +34,7 @@ export const shapes: {
   joinWait: object | null;
   childrenWait: object | null;
   parkedWait: object | null;
+  useIterator: object | null;
   bound1: object | null;
   bound2: object | null;
   bound3: object | null;
@@ -57,6 +58,7 @@ export const shapes: {
   joinWait: null,
   childrenWait: null,
   parkedWait: null,
+  useIterator: null,
   bound1: null,
   bound2: null,
   bound3: null,

@@ -370,5 +370,78 @@ describe("createSemaphore", () => {
       expect(() => sem.use(42 as never)).toThrow(TypeError);
       expect(() => sem.use(42 as never)).toThrow(/semaphore\.use\(op\)/);
     });
+
+    it("use() of a function that returns no operation fails inside its scope and gives the permit back", async () => {
+      const h = createHarness();
+      const sem = createSemaphore(1);
+      const user = h.run(function* user() {
+        yield* sem.use((() => 42) as never);
+      });
+      const error = await rejection(user);
+      expect(error).toBeInstanceOf(TypeError);
+      expect(String(error)).toMatch(/a function returning an operation/);
+      expect(books(sem)).toBe("available 1, waiting 0");
+      await h.expectClean();
+    });
+
+    it("use() driven by hand outside any task throws KEEL_NO_TASK and takes no permit", () => {
+      const sem = createSemaphore(1);
+      const it = sem.use(function* body() {})[Symbol.iterator]();
+      const asked = it.next(undefined);
+      expect(asked.done).toBe(false);
+      expect(() => it.next(undefined)).toThrow(expect.objectContaining({ code: "KEEL_NO_TASK" }));
+      expect(books(sem)).toBe("available 1, waiting 0");
+    });
+  });
+
+  describe("use() passes its operation through", () => {
+    it("returns the value, forwards every step and error to the body, and releases after its cleanup", async () => {
+      const h = createHarness();
+      const sem = createSemaphore(1);
+      const seen: string[] = [];
+      const user = h.run(function* user() {
+        return yield* sem.use(function* body() {
+          try {
+            yield* sleep(10);
+            yield* timeout(5, () => sleep(50));
+          } catch (e) {
+            seen.push(`caught ${(e as Error).name} at ${h.clock.now()}, ${books(sem)}`);
+          } finally {
+            yield* sleep(5);
+            seen.push(`cleanup done at ${h.clock.now()}, ${books(sem)}`);
+          }
+          return "value";
+        });
+      });
+      expect(await user).toBe("value");
+      expect(seen).toEqual([
+        "caught TimeoutError at 15, available 0, waiting 0",
+        "cleanup done at 20, available 0, waiting 0",
+      ]);
+      expect(books(sem)).toBe("available 1, waiting 0");
+      await h.expectClean();
+    });
+
+    it("a cancellation while the body runs unwinds it, and the next waiter is granted only after its cleanup", async () => {
+      const h = createHarness();
+      const sem = createSemaphore(1);
+      const first = h.run(function* first() {
+        yield* sem.use(function* body() {
+          try {
+            yield* suspend();
+          } finally {
+            yield* sleep(30);
+            h.mark("first cleaned up");
+          }
+        });
+      });
+      const second = holderAt(h, sem, "second", 5, 10);
+      await h.clock.advance(10);
+      void first.cancel();
+      expect(await rejection(first)).toBeInstanceOf(TaskCancelledError);
+      await second;
+      expect(h.log).toEqual(["first cleaned up@40", "second granted@40"]);
+      await h.expectClean();
+    });
   });
 });

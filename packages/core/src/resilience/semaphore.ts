@@ -4,8 +4,7 @@
  */
 import { invalidRange } from "../errors.js";
 import { BoundOp1, BoundOp2 } from "../kernel/bound-op.js";
-import { delegate, taskOf } from "../kernel/current.js";
-import { exitFrame } from "../kernel/frame-exit.js";
+import { taskOf } from "../kernel/current.js";
 import {
   CURRENT_TASK,
   checkOp,
@@ -18,6 +17,7 @@ import {
 } from "../kernel/operation.js";
 import { shapes } from "../kernel/shapes.js";
 import { runningTask } from "../kernel/task.js";
+import { type PermitPool, UseIterator } from "./semaphore-use.js";
 
 /**
  * A held permit.
@@ -159,7 +159,7 @@ interface SemaphoreBooks {
  * makes, so per-instance ones would send the kernel's resume path a new map for every semaphore
  * (and throw its optimized code away once the old one is collected).
  */
-class SemaphoreImpl implements Semaphore, SemaphoreBooks {
+class SemaphoreImpl implements Semaphore, SemaphoreBooks, PermitPool {
   readonly acquireLabel: string;
   readonly useLabel: string;
   /** Invariant: 0 ≤ free ≤ permits, and 0 while anyone waits. */
@@ -266,31 +266,7 @@ function* acquireBody(sem: SemaphoreImpl): Generator<unknown, Permit, unknown> {
   };
 }
 
-/**
- * `use(op)`: acquire, then run `op` in a scope that owns the permit. The wait is inlined (not
- * `waitForPermit`): a queue of waiting users is the hot case, and each generator costs.
- */
-function* useBody<T>(sem: SemaphoreImpl, op: Op<T>): Generator<unknown, T, unknown> {
-  const task = runningTask() ?? taskOf(yield CURRENT_TASK, sem.useLabel);
-  task.checkpoint();
-  const waiter = sem.enqueueOrTake();
-  if (waiter) {
-    try {
-      yield waiter;
-    } catch (e) {
-      if (waiter.granted) sem.giveBack();
-      throw e;
-    }
-  }
-  // The permit belongs to a scope around `op`: it goes back only once `op` and every child it
-  // spawned have stopped (the frame's exit), on every path. It is the frame's own resource.
-  const frame = task.pushFrame("scoped", sem.useLabel);
-  frame.own = sem.giveBack;
-  let outcome: Outcome<T>;
-  try {
-    outcome = { ok: true, value: yield* delegate(op) };
-  } catch (error) {
-    outcome = { ok: false, error };
-  }
-  return yield* exitFrame(task, frame, outcome);
+/** `use(op)`'s body (see {@link UseIterator}). */
+function useBody<T>(sem: SemaphoreImpl, op: Op<T>): UseIterator<T> {
+  return new UseIterator(sem, op);
 }

@@ -11,6 +11,7 @@
 import type { CancelRequest } from "./cancellable.js";
 import type { ScopeInfo } from "./cancelled.js";
 import type { ContextValues } from "./context.js";
+import { shapes } from "./shapes.js";
 import type { TaskImpl } from "./task.js";
 
 let nextFrameId = 1;
@@ -38,6 +39,9 @@ class FrameRare {
   policy: ChildPolicy | null = null;
   /** Run once when the frame is popped or its task abandoned: timers, abort signals. */
   cleanups: Set<() => void> | null = null;
+  constructor() {
+    shapes.frameRare = this;
+  }
 }
 
 export class Frame implements ScopeInfo {

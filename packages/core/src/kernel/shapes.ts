@@ -35,6 +35,7 @@ export const shapes: {
   childrenWait: object | null;
   parkedWait: object | null;
   useIterator: object | null;
+  frameRare: object | null;
   bound1: object | null;
   bound2: object | null;
   bound3: object | null;
@@ -59,6 +60,7 @@ export const shapes: {
   childrenWait: null,
   parkedWait: null,
   useIterator: null,
+  frameRare: null,
   bound1: null,
   bound2: null,
   bound3: null,

@@ -13,6 +13,27 @@ const child = Effect.gen(function* child() {
   return 1;
 });
 
+// So are the sleepers' and their parent's, for the cancel and heap rows (as the async peer's
+// `sleeper` is): a generator function made per sample would hand the runtime a new hidden class per
+// sample. They read the sample in progress from here.
+let sample: { n: number; counters: Counters } = { n: 0, counters: { started: 0, finalized: 0 } };
+
+const sleeper = Effect.gen(function* sleeper() {
+  sample.counters.started++;
+  yield* Effect.never;
+}).pipe(
+  Effect.ensuring(
+    Effect.sync(() => {
+      sample.counters.finalized++;
+    }),
+  ),
+);
+
+const sleepersParent = Effect.gen(function* parent() {
+  for (let i = 0; i < sample.n; i++) yield* Effect.forkChild(sleeper);
+  yield* Effect.never;
+});
+
 export const peer: Peer = {
   async spawnJoin(n) {
     await Effect.runPromise(
@@ -47,16 +68,8 @@ export const peer: Peer = {
   },
 
   suspendMany(n: number, counters: Counters): Suspended {
-    const sleeper = Effect.gen(function* sleeper() {
-      counters.started++;
-      yield* Effect.never;
-    }).pipe(Effect.ensuring(Effect.sync(() => void counters.finalized++)));
-    const root = Effect.runFork(
-      Effect.gen(function* parent() {
-        for (let i = 0; i < n; i++) yield* Effect.forkChild(sleeper);
-        yield* Effect.never;
-      }),
-    );
+    sample = { n, counters };
+    const root = Effect.runFork(sleepersParent);
     return {
       async cancelAll() {
         await Effect.runPromise(Fiber.interrupt(root));

@@ -3,7 +3,9 @@
  * every timer here is due within a few milliseconds and nothing asserts how long anything took.
  */
 import { describe, expect, it } from "vitest";
-import { createRealClock } from "../src/time/real-clock.js";
+import { type Clock, run, spawn, suspend, type Task, until } from "../src/index.js";
+import type { TaskImpl } from "../src/kernel/task.js";
+import { createRealClock, realClock } from "../src/time/real-clock.js";
 
 /** The host timers that keep the process alive now (unref'd ones are not listed). */
 function heldTimers(): number {
@@ -72,5 +74,39 @@ describe("createRealClock", () => {
     await untilFired(() => fired, 1);
     expect(fired).toBe(1);
     expect(heldTimers()).toBe(before);
+  });
+});
+
+describe("task start stamps", () => {
+  /** A parent spawns two children in one step, then one more after a turn; their start stamps. */
+  async function startsOnce(clock: Clock): Promise<number[]> {
+    const tasks: Task<never>[] = [];
+    await run(
+      function* parent() {
+        tasks.push(yield* spawn(suspend, { name: "a" }));
+        tasks.push(yield* spawn(suspend, { name: "b" }));
+        yield* until(new Promise((resolve) => setImmediate(resolve)));
+        tasks.push(yield* spawn(suspend, { name: "c" }));
+      },
+      { clock },
+    );
+    return tasks.map((t) => (t as unknown as TaskImpl<never>).startedAt);
+  }
+
+  it("on the real clock, tasks spawned in one step share its reading; a later step reads again", async () => {
+    const [a, b, c] = await startsOnce(realClock);
+    expect(a).toBe(b);
+    expect(c).toBeGreaterThan(a!);
+  });
+
+  it("a clock without the mark (a user's, a virtual one) is read for every task", async () => {
+    let reads = 0;
+    const counting: Clock = {
+      now: () => ++reads,
+      schedule: (_at, fn) => realClock.schedule(realClock.now() + 1, fn),
+    };
+    const [a, b, c] = await startsOnce(counting);
+    expect(b).toBe(a! + 1);
+    expect(c).toBeGreaterThan(b!);
   });
 });

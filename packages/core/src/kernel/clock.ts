@@ -42,3 +42,14 @@ export interface Clock {
    */
   hold?(description: string, key?: string): () => void;
 }
+
+/**
+ * @internal Marks a clock whose readings may be shared by the task starts of one scheduler step
+ * (see `stampNow`); only the real clock sets it.
+ */
+export const STEP_STAMPS: unique symbol = Symbol("keel.step-stamps");
+
+/** @internal A clock that may carry {@link STEP_STAMPS}. */
+export interface StampableClock extends Clock {
+  readonly [STEP_STAMPS]?: true;
+}

@@ -38,7 +38,7 @@ import { notAnInstruction, type Runtime } from "./runtime.js";
 
 export { BUDGET_KEY, type CancelRequest, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS };
 
-import { enqueue } from "./scheduler.js";
+import { enqueue, stampNow } from "./scheduler.js";
 import { shapes } from "./shapes.js";
 
 /**
@@ -187,7 +187,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     // In the base's `flags`: SHIELDED and RESOURCE fixed at spawn, BEGAN once the body starts.
     this.flags |= (init.shielded ? SHIELDED : 0) | (init.resource ? RESOURCE : 0);
     const clock = init.contexts[CLOCK_KEY] as Clock;
-    this.startedAt = clock.now();
+    this.startedAt = stampNow(clock);
     this.rootDeadline = init.deadline;
     this.rootContexts = init.contexts;
     // Task starts and settles are the hot path: build their events only for a listener.

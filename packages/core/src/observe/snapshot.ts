@@ -31,7 +31,10 @@ export interface TaskSnapshot {
   readonly name: string;
   readonly path: string;
   readonly state: TaskState;
-  /** Time since the task started, on its clock. */
+  /**
+   * Time since the task started, on its clock. On the real clock, tasks spawned in one scheduler
+   * step share that step's first reading (a clock read each would cost more than the spawn).
+   */
   readonly ageMs: number;
   /** What is left of its effective deadline (`Infinity` when none). */
   readonly deadlineLeftMs: number;

@@ -2,7 +2,7 @@
  * The real clock: monotonic time and batched timers.
  * @module
  */
-import type { Clock } from "../kernel/clock.js";
+import { type Clock, STEP_STAMPS, type StampableClock } from "../kernel/clock.js";
 
 interface Timer {
   readonly at: number;
@@ -141,7 +141,9 @@ export function createRealClock(): Clock {
     arm();
   };
 
-  return {
+  const clock: StampableClock = {
+    // Reading the host's clock is a call out of JavaScript; task starts within one step share one.
+    [STEP_STAMPS]: true,
     now,
     schedule(at, fn) {
       const timer: Timer = { at, seq: seq++, fn };
@@ -160,6 +162,7 @@ export function createRealClock(): Clock {
       };
     },
   };
+  return clock;
 }
 
 /**

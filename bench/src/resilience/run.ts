@@ -56,7 +56,10 @@ const rows: readonly Row[] = [
     id: "semaphore",
     title: `semaphore: 10k tasks over ${PERMITS} permits, one microtask each (ms per 10k)`,
     n: 10_000,
-    warmup: 2,
+    // Throughput is a steady-state figure, and one sample is short (10k items, 20-40 ms). In a fresh
+    // process Keel's first samples take about 140, 90 and 55 ms before its kernel is optimized;
+    // cockatiel's and p-limit's settle after one or two. Five warm-ups, for every library alike.
+    warmup: 5,
     figure: (ms) => ms,
     format: (v) => `${v.toFixed(1)} ms`,
     extra: (v) => `${Math.round(10_000 / v).toLocaleString("en-US")}k tasks/s`,

@@ -24,7 +24,11 @@ const peerNames: Record<PeerId, string> = {
 };
 
 interface Plan {
+  /** Child processes for this pair, one per round (the rounds interleave the peers). */
+  readonly rounds: number;
+  /** Measured samples in each of those processes. */
   readonly reps: number;
+  /** Warm-up samples in each process before its measured ones. */
   readonly warmup: number;
   /** Tasks per sample, when not the scenario's own `n`. */
   readonly n?: number;
@@ -33,27 +37,35 @@ interface Plan {
 }
 
 const DEFAULT_REPS = 5;
+/** Warm-up samples per process: Keel's kernel and effect's runtime are optimized by the third. */
+const WARMUP = 2;
 
 /**
- * Caps that keep the whole run under three minutes. effection needs ~13 s for one spawn+join sample
+ * Caps that keep the whole run near three minutes. effection needs ~13 s for one spawn+join sample
  * and ~15-25 s to set up and halt 100k suspended tasks, so those rows take one sample. Node 20's
  * `AbortSignal.addEventListener` scans every listener already registered (its duplicate check), so
  * registering 100k listeners on one signal takes over a minute; plain async measures its heap per
  * task with 10k tasks (the figure is per task, and the same at 10k and 20k).
+ *
+ * Every other pair runs `reps` rounds of one process each, with `WARMUP` warm-ups and one measured
+ * sample, and the peers take turns round by round: the machine is shared, and its speed drifts by
+ * 30-60 % over a minute, so a peer measured in one block of time would carry that drift into the
+ * ratio. Interleaved, every peer's median comes from the same stretch of time.
  */
 function planFor(peer: PeerId, id: ScenarioId, reps: number): Plan {
   if (peer === "effection" && (id === "spawn-join" || id === "heap")) {
-    return { reps: 1, warmup: 0, cap: "1 sample, no warm-up (one sample takes 13-25 s)" };
+    return { rounds: 1, reps: 1, warmup: 0, cap: "1 sample, no warm-up (one sample takes 13-25 s)" };
   }
   if (peer === "async" && id === "heap") {
     return {
-      reps,
-      warmup: 1,
+      rounds: reps,
+      reps: 1,
+      warmup: WARMUP,
       n: 10_000,
       cap: "10k tasks, not 100k: Node 20's addEventListener is linear in the listeners already on the signal",
     };
   }
-  return { reps, warmup: 1 };
+  return { rounds: reps, reps: 1, warmup: WARMUP };
 }
 
 interface Cell {
@@ -68,8 +80,8 @@ function median(xs: readonly number[]): number {
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 }
 
-function measure(peer: PeerId, s: Scenario, plan: Plan): Cell {
-  const t0 = performance.now();
+/** One child process: `plan.warmup` warm-ups, then `plan.reps` samples of `s` for `peer`. */
+function runChild(peer: PeerId, s: Scenario, plan: Plan): number[] {
   const child = spawnSync(
     process.execPath,
     [
@@ -88,13 +100,32 @@ function measure(peer: PeerId, s: Scenario, plan: Plan): Cell {
   );
   if (child.status !== 0) throw new Error(`bench: ${peer} ${s.id} exited with ${child.status}`);
   const lastLine = child.stdout.trim().split("\n").pop() ?? "";
-  const { samples } = JSON.parse(lastLine) as { samples: number[] };
-  const cell = { samples, median: median(samples), plan };
-  const wallS = ((performance.now() - t0) / 1000).toFixed(1);
-  console.error(
-    `  ${peer.padEnd(10)} ${s.id.padEnd(11)} ${format(s, cell.median).padStart(9)}  (${wallS} s)`,
-  );
-  return cell;
+  return (JSON.parse(lastLine) as { samples: number[] }).samples;
+}
+
+/** Every peer's cells for `s`, the peers taking turns round by round (see `planFor`). */
+function measureRow(s: Scenario, peers: readonly PeerId[], reps: number): Map<PeerId, Cell> {
+  const plans = new Map(peers.map((p) => [p, planFor(p, s.id, reps)] as const));
+  const samples = new Map(peers.map((p) => [p, [] as number[]] as const));
+  const wallMs = new Map<PeerId, number>(peers.map((p) => [p, 0]));
+  const rounds = Math.max(...[...plans.values()].map((x) => x.rounds));
+  for (let round = 0; round < rounds; round++) {
+    for (const p of peers) {
+      const plan = plans.get(p)!;
+      if (round >= plan.rounds) continue;
+      const t0 = performance.now();
+      samples.get(p)!.push(...runChild(p, s, plan));
+      wallMs.set(p, wallMs.get(p)! + performance.now() - t0);
+    }
+  }
+  const row = new Map<PeerId, Cell>();
+  for (const p of peers) {
+    const cell = { samples: samples.get(p)!, median: median(samples.get(p)!), plan: plans.get(p)! };
+    row.set(p, cell);
+    const wallS = (wallMs.get(p)! / 1000).toFixed(1);
+    console.error(`  ${p.padEnd(10)} ${s.id.padEnd(11)} ${format(s, cell.median).padStart(9)}  (${wallS} s)`);
+  }
+  return row;
 }
 
 function format(s: Scenario, v: number): string {
@@ -198,7 +229,7 @@ function machine(loadAtStart: number): string[] {
 
 function samplesSection(rows: readonly Scenario[], peers: readonly PeerId[], results: Results): string[] {
   const out = [
-    "| scenario | library | samples (min / median / max) | warm-up + samples |",
+    "| scenario | library | samples (min / median / max) | processes × (warm-up + samples) |",
     "| --- | --- | --- | --- |",
   ];
   for (const s of rows) {
@@ -207,7 +238,7 @@ function samplesSection(rows: readonly Scenario[], peers: readonly PeerId[], res
       const lo = Math.min(...c.samples);
       const hi = Math.max(...c.samples);
       out.push(
-        `| ${s.id} | ${peerNames[p]} | ${format(s, lo)} / ${format(s, c.median)} / ${format(s, hi)} | ${c.plan.warmup} + ${c.plan.reps} |`,
+        `| ${s.id} | ${peerNames[p]} | ${format(s, lo)} / ${format(s, c.median)} / ${format(s, hi)} | ${c.plan.rounds} × (${c.plan.warmup} + ${c.plan.reps}) |`,
       );
     }
   }
@@ -237,14 +268,13 @@ function main(): void {
   const results: Results = new Map();
   for (const s of rows) {
     console.error(`${s.title}:`);
-    const row = new Map<PeerId, Cell>();
-    for (const p of peers) row.set(p, measure(p, s, planFor(p, s.id, reps)));
-    results.set(s.id, row);
+    results.set(s.id, measureRow(s, peers, reps));
   }
   const totalS = ((performance.now() - t0) / 1000).toFixed(0);
   const legend = [
-    `Medians of ${reps} samples after 1 warm-up, each library and scenario in its own node process`,
-    "(--expose-gc). In parentheses: the peer's median divided by Keel's (below 1: the peer is faster or",
+    `Medians of ${reps} samples, each from its own node process (--expose-gc) after ${WARMUP} warm-ups in`,
+    "that process; the libraries take turns sample by sample, so each median spans the same stretch of",
+    "time. In parentheses: the peer's median divided by Keel's (below 1: the peer is faster or",
     "smaller). Times are wall-clock for the whole scenario; heap is heapUsed after gc, per task.",
     ...footnotes(rows, peers, results).map((x) => `${x.mark} ${peerNames[x.peer]}, ${x.id}: ${x.text}.`),
   ];

@@ -41,7 +41,7 @@ const DEFAULT_REPS = 5;
 const WARMUP = 2;
 
 /**
- * Caps that keep the whole run near three minutes. effection needs ~13 s for one spawn+join sample
+ * Caps that keep the whole run near four minutes. effection needs ~13 s for one spawn+join sample
  * and ~15-25 s to set up and halt 100k suspended tasks, so those rows take one sample. Node 20's
  * `AbortSignal.addEventListener` scans every listener already registered (its duplicate check), so
  * registering 100k listeners on one signal takes over a minute; plain async measures its heap per

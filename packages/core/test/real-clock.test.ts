@@ -3,7 +3,7 @@
  * every timer here is due within a few milliseconds and nothing asserts how long anything took.
  */
 import { describe, expect, it } from "vitest";
-import { type Clock, run, spawn, suspend, type Task, until } from "../src/index.js";
+import { type Clock, run, sleep, snapshot, spawn, suspend, type Task } from "../src/index.js";
 import type { TaskImpl } from "../src/kernel/task.js";
 import { createRealClock, realClock } from "../src/time/real-clock.js";
 
@@ -77,15 +77,15 @@ describe("createRealClock", () => {
   });
 });
 
-describe("task start stamps", () => {
-  /** A parent spawns two children in one step, then one more after a turn; their start stamps. */
-  async function startsOnce(clock: Clock): Promise<number[]> {
+describe("observability stamps (task starts, wait starts)", () => {
+  /** A parent spawns two children in one step, waits `gapMs` on its clock, spawns one more. */
+  async function startsOnce(clock: Clock, gapMs: number): Promise<number[]> {
     const tasks: Task<never>[] = [];
     await run(
       function* parent() {
         tasks.push(yield* spawn(suspend, { name: "a" }));
         tasks.push(yield* spawn(suspend, { name: "b" }));
-        yield* until(new Promise((resolve) => setImmediate(resolve)));
+        yield* sleep(gapMs);
         tasks.push(yield* spawn(suspend, { name: "c" }));
       },
       { clock },
@@ -93,19 +93,34 @@ describe("task start stamps", () => {
     return tasks.map((t) => (t as unknown as TaskImpl<never>).startedAt);
   }
 
-  it("on the real clock, tasks spawned in one step share its reading; a later step reads again", async () => {
-    const [a, b, c] = await startsOnce(realClock);
+  it("on the real clock, stamps share one reading within a millisecond, and a later one reads again", async () => {
+    // The coarse reading is refreshed by a 1 ms interval made before the 3 ms sleep's timer, so it
+    // has ticked by the time the sleep ends.
+    const [a, b, c] = await startsOnce(realClock, 3);
     expect(a).toBe(b);
-    expect(c).toBeGreaterThan(a!);
+    expect(c).toBeGreaterThanOrEqual(a! + 3);
+    expect(c).toBeLessThanOrEqual(realClock.now());
   });
 
-  it("a clock without the mark (a user's, a virtual one) is read for every task", async () => {
+  it("on the real clock, a wait's age in the task tree is never negative and never ahead of the clock", async () => {
+    const root = run(function* waiter() {
+      yield* sleep(5);
+    });
+    await new Promise((resolve) => setTimeout(resolve, 2));
+    const s = snapshot(root);
+    expect(s.waitingOn).toBe("sleep(5)");
+    expect(s.waitingForMs).toBeGreaterThanOrEqual(0);
+    expect(s.waitingForMs).toBeLessThanOrEqual(s.ageMs);
+    await root;
+  });
+
+  it("a clock without a coarse reading (a user's, a virtual one) is read for every stamp", async () => {
     let reads = 0;
     const counting: Clock = {
       now: () => ++reads,
       schedule: (_at, fn) => realClock.schedule(realClock.now() + 1, fn),
     };
-    const [a, b, c] = await startsOnce(counting);
+    const [a, b, c] = await startsOnce(counting, 1);
     expect(b).toBe(a! + 1);
     expect(c).toBeGreaterThan(b!);
   });

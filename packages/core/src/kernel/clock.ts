@@ -44,12 +44,23 @@ export interface Clock {
 }
 
 /**
- * @internal Marks a clock whose readings may be shared by the task starts of one scheduler step
- * (see `stampNow`); only the real clock sets it.
+ * @internal A clock's cheap reading for observability stamps (when a task started, when a wait
+ * began): a value at most about a millisecond old, or older by the length of a synchronous step
+ * that is still running. Only the real clock provides one (see `createRealClock`); see `stampNow`.
  */
-export const STEP_STAMPS: unique symbol = Symbol("keel.step-stamps");
+export const COARSE_NOW: unique symbol = Symbol("keel.coarse-now");
 
-/** @internal A clock that may carry {@link STEP_STAMPS}. */
+/** @internal A clock that may carry a {@link COARSE_NOW} reading. */
 export interface StampableClock extends Clock {
-  readonly [STEP_STAMPS]?: true;
+  readonly [COARSE_NOW]?: () => number;
+}
+
+/**
+ * @internal The time for an observability stamp: the clock's coarse reading where it has one (the
+ * real clock, where every host clock read is a call out of JavaScript, ~90 ns on a VM), else
+ * `now()`, so a virtual clock (and any clock of one's own) gives exact figures.
+ */
+export function stampNow(clock: Clock): number {
+  const coarse = (clock as StampableClock)[COARSE_NOW];
+  return coarse === undefined ? clock.now() : coarse();
 }

@@ -7,8 +7,6 @@
  * @module
  */
 
-import { type Clock, STEP_STAMPS, type StampableClock } from "./clock.js";
-
 // `Promise.prototype.then` on a settled promise, not `queueMicrotask`: in Node the latter wraps
 // every call in an async resource, and a drain starts after every promise or timer resumption.
 const resolved = Promise.resolve();
@@ -53,7 +51,6 @@ function drain(): void {
           throw e;
         });
       }
-      stampClock = null;
       if (head > 1024 && head * 2 > tail) {
         // Slide the live slots down; the ones they leave keep `noop` (see above).
         queue.copyWithin(0, head, tail);
@@ -67,7 +64,6 @@ function drain(): void {
     if (queue.length > KEEP_SLOTS) queue.length = 0;
   } finally {
     draining = false;
-    stampClock = null;
   }
   if (afterDrain.length > 0) {
     const hooks = afterDrain.splice(0);
@@ -76,31 +72,6 @@ function drain(): void {
 }
 
 const afterDrain: Array<() => void> = [];
-
-/**
- * The clock whose reading `stampNow` may reuse, and that reading. Invariant: null outside a step of
- * a drain; the drain clears it after every step, so a reading never serves beyond the step that
- * made it.
- */
-let stampClock: Clock | null = null;
-let stampAt = 0;
-
-/**
- * A time stamp for observability (when a task started): on a clock that allows it (the real clock,
- * whose reading costs a call into the host), every task spawned in one step shares the step's first
- * reading. A parent that spawns 10k children in a loop reads the clock once, not 10k times; their
- * ages in the task tree can differ from the truth by how long that one step ran before they were
- * spawned. Other clocks (virtual ones) are read every time, so tests see exact figures.
- */
-export function stampNow(clock: Clock): number {
-  if (clock === stampClock) return stampAt;
-  const at = clock.now();
-  if (draining && (clock as StampableClock)[STEP_STAMPS] === true) {
-    stampClock = clock;
-    stampAt = at;
-  }
-  return at;
-}
 
 /**
  * Runs `fn` once the current drain has emptied the queue (or on the next one). For work that most

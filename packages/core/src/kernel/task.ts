@@ -19,7 +19,7 @@ import {
   DEFAULT_CLEANUP_BUDGET_MS,
 } from "./cancellable.js";
 import { Cancelled, type CancelReason, isCancelled } from "./cancelled.js";
-import type { Clock } from "./clock.js";
+import { type Clock, stampNow } from "./clock.js";
 import type { ContextValues } from "./context.js";
 import { Frame } from "./frame.js";
 import {
@@ -38,7 +38,7 @@ import { notAnInstruction, type Runtime } from "./runtime.js";
 
 export { BUDGET_KEY, type CancelRequest, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS };
 
-import { enqueue, stampNow } from "./scheduler.js";
+import { enqueue } from "./scheduler.js";
 import { shapes } from "./shapes.js";
 
 /**
@@ -380,7 +380,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   private suspend(s: Suspension): void {
-    const cur = new Waiting(this, s, this.clock.now());
+    const cur = new Waiting(this, s, stampNow(this.clock));
     this.current = cur;
     try {
       cur.teardown = s.enterWith ? s.enterWith(cur) : s.enter((o) => cur.resolve(o));

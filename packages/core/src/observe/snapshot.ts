@@ -32,8 +32,10 @@ export interface TaskSnapshot {
   readonly path: string;
   readonly state: TaskState;
   /**
-   * Time since the task started, on its clock. On the real clock, tasks spawned in one scheduler
-   * step share that step's first reading (a clock read each would cost more than the spawn).
+   * Time since the task started, on its clock. On the real clock this and `waitingForMs` come from a
+   * reading refreshed every millisecond (a host clock read per spawn and per wait would cost more
+   * than either), so they can be short by about a millisecond, or by the length of a synchronous
+   * step that ran before the task was spawned or began to wait.
    */
   readonly ageMs: number;
   /** What is left of its effective deadline (`Infinity` when none). */

@@ -2,7 +2,7 @@
  * The real clock: monotonic time and batched timers.
  * @module
  */
-import { type Clock, STEP_STAMPS, type StampableClock } from "../kernel/clock.js";
+import { type Clock, COARSE_NOW, type StampableClock } from "../kernel/clock.js";
 
 interface Timer {
   readonly at: number;
@@ -39,6 +39,34 @@ export function createRealClock(): Clock {
   let hostAt = Infinity;
   /** Invariant: true when the armed host timer (if any) is ref'd. */
   let held = false;
+
+  // The coarse reading for stamps (COARSE_NOW): one host read serves every stamp until the next
+  // tick of an unref'd 1 ms interval, which runs only while stamps are being asked for (it stops at
+  // the first tick that finds none asked since the last). Invariant: `coarseFresh` is true only
+  // if `coarse` was read after the last tick.
+  let coarse = 0;
+  let coarseFresh = false;
+  let askedSinceTick = false;
+  let ticker: ReturnType<typeof setInterval> | null = null;
+  const tick = () => {
+    coarseFresh = false;
+    if (!askedSinceTick && ticker !== null) {
+      clearInterval(ticker);
+      ticker = null;
+    }
+    askedSinceTick = false;
+  };
+  const coarseNow = (): number => {
+    askedSinceTick = true;
+    if (coarseFresh) return coarse;
+    coarse = now();
+    coarseFresh = true;
+    if (ticker === null) {
+      ticker = setInterval(tick, 1);
+      ticker.unref();
+    }
+    return coarse;
+  };
 
   const less = (a: Timer, b: Timer) => a.at < b.at || (a.at === b.at && a.seq < b.seq);
   const push = (t: Timer) => {
@@ -142,8 +170,7 @@ export function createRealClock(): Clock {
   };
 
   const clock: StampableClock = {
-    // Reading the host's clock is a call out of JavaScript; task starts within one step share one.
-    [STEP_STAMPS]: true,
+    [COARSE_NOW]: coarseNow,
     now,
     schedule(at, fn) {
       const timer: Timer = { at, seq: seq++, fn };

@@ -16,6 +16,10 @@ interface Timer {
  * instant fires in registration order in one batch, before the task resumptions they cause, as on the
  * virtual clock.
  *
+ * The task tree's stamps (when a task started, when a wait began) use a coarser reading: one host
+ * read serves them all until an unref'd 1 ms interval ticks, and that interval runs only while
+ * stamps are asked for. Deadlines, timers and `now()` always read the host clock.
+ *
  * @example
  * ```ts
  * import { createRealClock, run, sleep } from "@keel/core";

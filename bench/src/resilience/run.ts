@@ -84,6 +84,34 @@ function measure(lib: LibraryId, row: Row, n = row.n): Cell {
 }
 
 /**
+ * Every library's cell for `row`, the libraries taking turns: `reps` rounds, each one child process
+ * per library with the row's warm-ups and one measured sample. The machine is shared and its speed
+ * drifts within a minute; interleaved, every library's median spans the same stretch of time.
+ */
+function measureRow(row: Row): Map<LibraryId, Cell> {
+  const samples = new Map<LibraryId, number[]>(libraryIds.map((l) => [l, []]));
+  const wallMs = new Map<LibraryId, number>(libraryIds.map((l) => [l, 0]));
+  for (let round = 0; round < reps; round++) {
+    for (const lib of libraryIds) {
+      const n = row.nFor?.[lib] ?? row.n;
+      const t0 = performance.now();
+      const got = runChild(childScript, [lib, row.id, String(n), "1", String(row.warmup)]);
+      samples.get(lib)!.push(...got.map((x) => row.figure(x.ms!, n)));
+      wallMs.set(lib, wallMs.get(lib)! + performance.now() - t0);
+    }
+  }
+  const cells = new Map<LibraryId, Cell>();
+  for (const lib of libraryIds) {
+    const cell = { samples: samples.get(lib)!, median: median(samples.get(lib)!) };
+    cells.set(lib, cell);
+    console.error(
+      `  ${lib.padEnd(10)} ${row.id.padEnd(10)} ${row.format(cell.median).padStart(10)}  (${(wallMs.get(lib)! / 1000).toFixed(1)} s)`,
+    );
+  }
+  return cells;
+}
+
+/**
  * What two host timers of 0 ms in a row cost here (µs): the floor of a retry whose two delays of 0 each
  * wait for a `setTimeout(…, 0)`, which Node clamps to 1 ms.
  */
@@ -101,12 +129,12 @@ async function main(): Promise<void> {
   const loadAtStart = os.loadavg()[0]!;
   const started = performance.now();
   const timerFloorUs = await twoZeroTimersUs(rows[0]!.n);
-  console.error(`resilience bench: ${reps} samples per cell, each (library, row) in its own process`);
+  console.error(
+    `resilience bench: ${reps} samples per cell, each in its own process, libraries taking turns`,
+  );
   const results = new Map<RowId, Map<LibraryId, Cell>>();
   for (const row of rows) {
-    const cells = new Map<LibraryId, Cell>();
-    for (const lib of libraryIds) cells.set(lib, measure(lib, row, row.nFor?.[lib] ?? row.n));
-    results.set(row.id, cells);
+    results.set(row.id, measureRow(row));
   }
   const semaphore = rows[1]!;
   const fanOut = measure("keel", { ...semaphore, id: "map-limit" });
@@ -136,7 +164,7 @@ async function main(): Promise<void> {
     "## Resilience: retry and semaphore",
     "",
     ...machine(loadAtStart),
-    `- ${reps} samples per cell after warm-up, each (library, row) in its own \`node --import tsx\` process; Keel from packages/core/dist`,
+    `- ${reps} samples per cell, each in its own \`node --import tsx\` process after the row's warm-ups, the libraries taking turns sample by sample; Keel from packages/core/dist`,
     "",
     table,
     "",

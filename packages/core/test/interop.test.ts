@@ -149,6 +149,52 @@ describe("promise interop", () => {
     await h.expectClean();
   });
 
+  it("an operation made once waits afresh on every run, also after a run that was cancelled or failed", async () => {
+    const h = createHarness();
+    let started = 0;
+    let tornDown = 0;
+    const pending: Array<(n: number) => void> = [];
+    const wait = action<number>((resolve) => {
+      started++;
+      pending.push(resolve);
+      return () => {
+        tornDown++;
+      };
+    });
+    const log = await h.run(function* reruns() {
+      const out: string[] = [];
+      // A run cut by a timeout: the next run must wait again, not see the old run's state.
+      try {
+        yield* timeout(10, () => wait);
+      } catch (e) {
+        out.push((e as Error).name);
+      }
+      const later = yield* spawn(function* later() {
+        yield* sleep(5);
+        pending.at(-1)!(7);
+      });
+      out.push(`value ${yield* wait}`);
+      yield* later;
+      // A run whose body throws into the wait (a rejecting promise) ends it too.
+      try {
+        yield* until(Promise.reject(new Error("no")));
+      } catch (e) {
+        out.push((e as Error).message);
+      }
+      const again = yield* spawn(function* again() {
+        yield* sleep(5);
+        pending.at(-1)!(8);
+      });
+      out.push(`value ${yield* wait}`);
+      yield* again;
+      return out;
+    });
+    expect(log).toEqual(["TimeoutError", "value 7", "no", "value 8"]);
+    expect(started).toBe(3);
+    expect(tornDown).toBe(3);
+    await h.expectClean();
+  });
+
   it("until passes a rejection through unchanged", async () => {
     const h = createHarness();
     const boom = new Error("boom");

@@ -39,6 +39,9 @@ export function until<T>(promise: PromiseLike<T>): Operation<T> {
   return new UntilPromise(promise);
 }
 
+/** The outcome of a wait that resolved with no value (most callback waits): shared, never mutated. */
+const OK_VOID: Outcome<never> = Object.freeze({ ok: true, value: undefined as never });
+
 class UntilPromise<T> extends SelfSuspension<T> {
   declare readonly description: "until(promise)";
   declare readonly interruptible: "normal";
@@ -49,7 +52,7 @@ class UntilPromise<T> extends SelfSuspension<T> {
   // The waiter ignores a resolve once the task has left this wait: no teardown, no flag.
   enterWith(waiter: Waiter<T>): undefined {
     this.promise.then(
-      (value) => waiter.resolve({ ok: true, value }),
+      (value) => waiter.resolve(value === undefined ? OK_VOID : { ok: true, value }),
       (error) => waiter.resolve({ ok: false, error }),
     );
     return undefined;
@@ -142,7 +145,7 @@ class ActionWait<T> extends SelfSuspension<T> {
   }
   enterWith(waiter: Waiter<T>): (() => void) | undefined {
     const teardown = this.executor(
-      (value) => waiter.resolve({ ok: true, value }),
+      (value) => waiter.resolve(value === undefined ? OK_VOID : { ok: true, value }),
       (error) => waiter.resolve({ ok: false, error }),
     );
     if (teardown !== undefined && typeof teardown !== "function") {

@@ -189,9 +189,11 @@ export function suspension<T>(s: Suspension<T>): Operation<T> {
 }
 
 /**
- * The iterator half of an operation that yields one suspension: the first run (nearly always the
- * only one: `yield* until(p)`) uses the operation itself as its iterator; a later or concurrent run
- * gets a {@link YieldOnce} of its own, so the operation stays re-runnable.
+ * The iterator half of an operation that yields one suspension: a run uses the operation itself as
+ * its iterator while no other run does (nearly always: `yield* until(p)` runs once, and an operation
+ * made once and run in a loop runs one at a time); a concurrent run gets a {@link YieldOnce} of its
+ * own, so the operation stays re-runnable. Invariant: `claimed` is true from a run's start to its
+ * end (done, thrown into, or returned); an iterator is not stepped after it is done.
  */
 abstract class FirstRunIterator<T> implements Operation<T>, Iterator<unknown, T, unknown> {
   private claimed = false;
@@ -204,17 +206,25 @@ abstract class FirstRunIterator<T> implements Operation<T>, Iterator<unknown, T,
     return this;
   }
   next(value?: unknown): IteratorResult<unknown, T> {
-    if (this.yielded) return { done: true, value: value as T };
+    if (this.yielded) {
+      this.release();
+      return { done: true, value: value as T };
+    }
     this.yielded = true;
     return { done: false, value: this.waitsAt };
   }
   throw(error?: unknown): IteratorResult<unknown, T> {
-    this.yielded = true;
+    this.release();
     throw error;
   }
   return(value?: unknown): IteratorResult<unknown, T> {
-    this.yielded = true;
+    this.release();
     return { done: true, value: value as T };
+  }
+  /** The run has ended: the next run may use this object again. */
+  private release(): void {
+    this.claimed = false;
+    this.yielded = false;
   }
 }
 

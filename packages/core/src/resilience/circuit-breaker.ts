@@ -3,12 +3,12 @@
  * @module
  */
 import { checkDurationMs, invalidRange, invalidType, isKeelError, KeelError } from "../errors.js";
-import { BoundOp1 } from "../kernel/bound-op.js";
+import { BoundOp2 } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import type { Clock } from "../kernel/clock.js";
 import { currentTask, delegate } from "../kernel/current.js";
 import { checkOp, type Op, type Operation } from "../kernel/operation.js";
-import { CLOCK_KEY } from "../kernel/task.js";
+import { CLOCK_KEY, type TaskImpl } from "../kernel/task.js";
 import { realClock } from "../time/real-clock.js";
 
 /**
@@ -155,70 +155,92 @@ export function createCircuitBreaker(options: {
   if (typeof isFailure !== "function")
     throw invalidType("createCircuitBreaker({ isFailure })", "a function", isFailure);
   const name = options.name ?? "breaker";
+  return new Breaker(name, threshold, windowMs, halfOpenAfterMs, isFailure);
+}
 
-  let clock: Clock = realClock;
-  let openedAt: number | null = null; // Invariant: null exactly when closed.
-  let probing = false;
-  const failures: number[] = []; // failure instants within the window (or since the last success)
+/**
+ * A breaker's state. Its `run` is a module-level generator bound to it, not a generator function
+ * made per breaker (each generator function gives its generators a hidden class of their own).
+ */
+class Breaker implements CircuitBreaker {
+  /** The clock of the last run (the breaker arms no timer; its state is computed from this). */
+  clock: Clock = realClock;
+  /** When the breaker opened. Invariant: null exactly when closed. */
+  openedAt: number | null = null;
+  probing = false;
+  /** Failure instants within the window (or since the last success). */
+  readonly failures: number[] = [];
 
-  const stateAt = (at: number): CircuitState => {
-    if (openedAt === null) return "closed";
-    return at - openedAt >= halfOpenAfterMs ? "half-open" : "open";
-  };
-  const recordFailure = (at: number) => {
+  constructor(
+    readonly name: string,
+    readonly threshold: number,
+    readonly windowMs: number | undefined,
+    readonly halfOpenAfterMs: number,
+    readonly isFailure: (error: unknown) => boolean,
+  ) {}
+
+  get state(): CircuitState {
+    return this.stateAt(this.clock.now());
+  }
+
+  run<T>(op: Op<T>): Operation<T> {
+    checkOp("breaker.run(op)", op);
+    return new BoundOp2(runThrough<T>, this, op);
+  }
+
+  stateAt(at: number): CircuitState {
+    if (this.openedAt === null) return "closed";
+    return at - this.openedAt >= this.halfOpenAfterMs ? "half-open" : "open";
+  }
+
+  recordFailure(at: number): void {
+    const failures = this.failures;
     failures.push(at);
+    const windowMs = this.windowMs;
     if (windowMs !== undefined) while (failures.length > 0 && at - failures[0]! > windowMs) failures.shift();
-    if (failures.length >= threshold) {
-      openedAt = at;
+    if (failures.length >= this.threshold) {
+      this.openedAt = at;
       failures.length = 0;
     }
-  };
-
-  /** `run(op)`'s body: one generator function per breaker, not per call. */
-  function* runThrough<T>(op: Op<T>): Generator<unknown, T, unknown> {
-    const task = yield* currentTask(`breaker ${name}.run(op)`);
-    task.checkpoint();
-    clock = task.top.contexts[CLOCK_KEY] as Clock;
-    const state = stateAt(clock.now());
-    const probe = state === "half-open";
-    if (state === "open" || (probe && probing))
-      throw new BrokenCircuitError(name, probing ? "half-open" : state);
-    if (probe) probing = true;
-    const report = (from: CircuitState) => {
-      const to = stateAt(clock.now());
-      if (to !== from) task.emit({ type: "breaker:state", name, from, to });
-    };
-    try {
-      const value = yield* delegate(op);
-      if (probe || openedAt === null) {
-        openedAt = null;
-        failures.length = 0;
-      }
-      if (probe) report("half-open");
-      return value;
-    } catch (e) {
-      if (!isCancelled(e) && isFailure(e)) {
-        if (probe) {
-          openedAt = clock.now();
-          report("half-open");
-        } else if (openedAt === null) {
-          recordFailure(clock.now());
-          report("closed");
-        }
-      }
-      throw e;
-    } finally {
-      if (probe) probing = false;
-    }
   }
-  return {
-    name,
-    get state() {
-      return stateAt(clock.now());
-    },
-    run<T>(op: Op<T>): Operation<T> {
-      checkOp("breaker.run(op)", op);
-      return new BoundOp1(runThrough, op) as Operation<T>;
-    },
-  };
+
+  /** Emits `breaker:state` when the state now differs from `from`. */
+  report(task: TaskImpl<unknown>, from: CircuitState): void {
+    const to = this.stateAt(this.clock.now());
+    if (to !== from) task.emit({ type: "breaker:state", name: this.name, from, to });
+  }
+}
+
+/** `run(op)`'s body. */
+function* runThrough<T>(b: Breaker, op: Op<T>): Generator<unknown, T, unknown> {
+  const task = yield* currentTask(`breaker ${b.name}.run(op)`);
+  task.checkpoint();
+  b.clock = task.top.contexts[CLOCK_KEY] as Clock;
+  const state = b.stateAt(b.clock.now());
+  const probe = state === "half-open";
+  if (state === "open" || (probe && b.probing))
+    throw new BrokenCircuitError(b.name, b.probing ? "half-open" : state);
+  if (probe) b.probing = true;
+  try {
+    const value = yield* delegate(op);
+    if (probe || b.openedAt === null) {
+      b.openedAt = null;
+      b.failures.length = 0;
+    }
+    if (probe) b.report(task, "half-open");
+    return value;
+  } catch (e) {
+    if (!isCancelled(e) && b.isFailure(e)) {
+      if (probe) {
+        b.openedAt = b.clock.now();
+        b.report(task, "half-open");
+      } else if (b.openedAt === null) {
+        b.recordFailure(b.clock.now());
+        b.report(task, "closed");
+      }
+    }
+    throw e;
+  } finally {
+    if (probe) b.probing = false;
+  }
 }

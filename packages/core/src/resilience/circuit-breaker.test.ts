@@ -52,6 +52,28 @@ function* attempt(breaker: CircuitBreaker, op: () => Operation<unknown>): Operat
 }
 
 describe("createCircuitBreaker", () => {
+  it("run works detached from its breaker (passed as a callback)", async () => {
+    const h = createHarness();
+    const breaker = createCircuitBreaker({ failureThreshold: 1, halfOpenAfterMs: 100 });
+    const { run: through } = breaker;
+    const ops = [
+      function* one() {
+        return 1;
+      },
+      function* two() {
+        return 2;
+      },
+    ].map(through);
+    const values = await h.run(function* () {
+      const out: number[] = [];
+      for (const op of ops) out.push(yield* op);
+      return out;
+    });
+    expect(values).toEqual([1, 2]);
+    expect(breaker.state).toBe("closed");
+    await h.expectClean();
+  });
+
   describe("closed to open", () => {
     it("opens at the failure threshold and then fails calls at once without running them", async () => {
       const h = createHarness();

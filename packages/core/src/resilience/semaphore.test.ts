@@ -395,6 +395,28 @@ describe("createSemaphore", () => {
   });
 
   describe("use() passes its operation through", () => {
+    it("use and acquire work detached from their semaphore (passed as callbacks)", async () => {
+      const h = createHarness();
+      const sem = createSemaphore(1);
+      const { use, acquire } = sem;
+      const ops = [
+        function* a() {
+          return "a";
+        },
+        function* b() {
+          return "b";
+        },
+      ].map(use);
+      const values = await h.run(function* () {
+        const permit = yield* acquire();
+        permit.release();
+        return yield* all(ops);
+      });
+      expect(values).toEqual(["a", "b"]);
+      expect(books(sem)).toBe("available 1, waiting 0");
+      await h.expectClean();
+    });
+
     it("returns the value, forwards every step and error to the body, and releases after its cleanup", async () => {
       const h = createHarness();
       const sem = createSemaphore(1);

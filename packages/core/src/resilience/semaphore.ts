@@ -204,14 +204,13 @@ class SemaphoreImpl implements Semaphore, SemaphoreBooks, PermitPool {
     return this.waitingCount;
   }
 
-  acquire(): Operation<Permit> {
-    return new BoundOp1(acquireBody, this);
-  }
+  // Arrow properties, not methods: `items.map(db.use)` and `const { acquire } = db` keep working.
+  readonly acquire = (): Operation<Permit> => new BoundOp1(acquireBody, this);
 
-  use<T>(op: Op<T>): Operation<T> {
+  readonly use = <T>(op: Op<T>): Operation<T> => {
     checkOp("semaphore.use(op)", op);
     return new BoundOp2(useBody, this, op) as Operation<T>;
-  }
+  };
 
   /** Takes a free permit at once when nobody queues; otherwise queues and returns the wait. */
   enqueueOrTake(): QueuedTask | null {

@@ -47,6 +47,22 @@ function probeAt(h: Harness, ch: Channel<unknown>, at: number, into: string[]): 
 }
 
 describe("createChannel", () => {
+  it("send, next, receive and close work detached from their channel", async () => {
+    const h = createHarness();
+    const ch = createChannel<number>({ capacity: 2 });
+    const { send, next, receive, close } = ch;
+    const got = await h.run(function* () {
+      for (const op of [1, 2].map(send)) yield* op;
+      close();
+      const first = yield* receive();
+      const second = yield* next();
+      const third = yield* next();
+      return [first, second, third];
+    });
+    expect(got).toEqual([1, { done: false, value: 2 }, { done: true, value: undefined }]);
+    await h.expectClean();
+  });
+
   describe("backpressure", () => {
     it("send suspends while the channel is full and returns when a receiver makes room", async () => {
       const h = createHarness();

@@ -4,7 +4,7 @@
  */
 
 import { invalidRange, KeelError } from "../errors.js";
-import { BoundOp1 } from "../kernel/bound-op.js";
+import { BoundOp1, BoundOp2 } from "../kernel/bound-op.js";
 import { currentTask } from "../kernel/current.js";
 import type { Operation } from "../kernel/operation.js";
 import { park } from "./park.js";
@@ -112,15 +112,60 @@ export function createChannel<T>(options: { capacity: number; name?: string }): 
   if (typeof capacity !== "number" || !Number.isInteger(capacity) || capacity < 1) {
     throw invalidRange("createChannel({ capacity })", "a whole number ≥ 1", capacity);
   }
-  const name = options.name ?? "channel";
-  const buffer: T[] = [];
-  const senders: PendingSend<T>[] = [];
-  const receivers: PendingReceive[] = [];
-  let closed = false;
+  return new ChannelImpl<T>(capacity, options.name ?? "channel");
+}
 
-  // Invariant: buffer.length ≤ capacity. A value stays in the buffer until a receiver takes it when
-  // it resumes, so a receiver cancelled after being woken loses nothing and reorders nothing.
-  const pump = () => {
+/**
+ * A channel's state. Its operations are module-level generators bound to it, not generator
+ * functions made per channel (each gives its generators a hidden class of their own); the public
+ * functions are arrow properties, so that they can be passed around detached (`values.map(ch.send)`).
+ */
+class ChannelImpl<T> implements Channel<T> {
+  /** Invariant: buffer.length ≤ capacity. */
+  readonly buffer: T[] = [];
+  readonly senders: PendingSend<T>[] = [];
+  readonly receivers: PendingReceive[] = [];
+  isClosed = false;
+  // One operation per channel for `next()` and one for `receive()`: operations are re-runnable.
+  private readonly nextOp: Operation<IteratorResult<T, undefined>> = new BoundOp1(nextBody<T>, this);
+  private readonly receiveOp: Operation<T> = new BoundOp1(receiveBody<T>, this);
+
+  constructor(
+    readonly capacity: number,
+    readonly name: string,
+  ) {}
+
+  get size(): number {
+    return this.buffer.length;
+  }
+  get closed(): boolean {
+    return this.isClosed;
+  }
+  get waiting(): { senders: number; receivers: number } {
+    return { senders: this.senders.length, receivers: this.receivers.length };
+  }
+
+  readonly send = (value: T): Operation<void> => new BoundOp2(sendBody<T>, this, value);
+  readonly next = (): Operation<IteratorResult<T, undefined>> => this.nextOp;
+  readonly receive = (): Operation<T> => this.receiveOp;
+  readonly close = (): void => {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    for (const s of this.senders.splice(0)) {
+      s.failed = true;
+      s.wake?.();
+    }
+    this.pump();
+  };
+
+  /**
+   * Wakes the receivers that a buffered value (or the close) is there for, then moves waiting
+   * senders' values in while there is room. A value stays in the buffer until a receiver takes it
+   * when it resumes, so a receiver cancelled after being woken loses nothing and reorders nothing.
+   * An arrow: it is also queued as a microtask.
+   */
+  readonly pump = (): void => {
+    const { buffer, senders, receivers } = this;
     for (;;) {
       let notified = 0;
       for (const r of receivers) {
@@ -128,113 +173,80 @@ export function createChannel<T>(options: { capacity: number; name?: string }): 
           notified++;
           continue;
         }
-        if (notified >= buffer.length && !closed) break;
+        if (notified >= buffer.length && !this.isClosed) break;
         r.notified = true;
         notified++;
         r.wake?.();
       }
       const s = senders[0];
-      if (!s || buffer.length >= capacity) return;
+      if (!s || buffer.length >= this.capacity) return;
       senders.shift();
       buffer.push(s.value);
       s.accepted = true;
       s.wake?.();
     }
   };
+}
 
-  // One operation per channel for `next()` and one for `receive()`: operations are re-runnable, and
-  // a literal with a generator method per call costs a generator function each (~400 ns).
-  const nextOp: Operation<IteratorResult<T, undefined>> = {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask(`${name}.next()`);
-      task.checkpoint();
-      // A newcomer takes directly only when nobody queues before it; a woken receiver takes first.
-      let woken = false;
-      for (;;) {
-        if ((woken || receivers.length === 0) && buffer.length > 0) {
-          const value = buffer.shift()!;
-          pump();
-          return { done: false, value };
-        }
-        if ((woken || receivers.length === 0) && closed) return { done: true, value: undefined };
-        const p: PendingReceive = { notified: false, wake: null };
-        if (woken) receivers.unshift(p);
-        else receivers.push(p);
-        pump();
-        yield park(
-          p,
-          () => p.notified,
-          () => {
-            const i = receivers.indexOf(p);
-            if (i >= 0) receivers.splice(i, 1);
-            // Woken but leaving without its value (cancelled): offer it to the next receiver.
-            if (p.notified) queueMicrotask(pump);
-          },
-          () => `${name}: receive, empty (${receivers.length} receiving)`,
-        );
-        woken = true;
-      }
-    },
-  };
-  const next = (): Operation<IteratorResult<T, undefined>> => nextOp;
-  /** `send(value)`'s body: one generator function per channel, not per call. */
-  function* sendBody(value: T): Generator<unknown, void, unknown> {
-    const task = yield* currentTask(`${name}.send()`);
-    task.checkpoint();
-    if (closed) throw new ChannelClosedError(`${name}.send(): the channel is closed`);
-    if (senders.length === 0 && buffer.length < capacity) {
-      buffer.push(value);
-      pump();
-      return;
+function* nextBody<T>(ch: ChannelImpl<T>): Generator<unknown, IteratorResult<T, undefined>, unknown> {
+  const task = yield* currentTask(`${ch.name}.next()`);
+  task.checkpoint();
+  const { buffer, receivers } = ch;
+  // A newcomer takes directly only when nobody queues before it; a woken receiver takes first.
+  let woken = false;
+  for (;;) {
+    if ((woken || receivers.length === 0) && buffer.length > 0) {
+      const value = buffer.shift()!;
+      ch.pump();
+      return { done: false, value };
     }
-    const s: PendingSend<T> = { value, accepted: false, failed: false, wake: null };
-    senders.push(s);
+    if ((woken || receivers.length === 0) && ch.isClosed) return { done: true, value: undefined };
+    const p: PendingReceive = { notified: false, wake: null };
+    if (woken) receivers.unshift(p);
+    else receivers.push(p);
+    ch.pump();
     yield park(
-      s,
-      () => s.accepted || s.failed,
+      p,
+      () => p.notified,
       () => {
-        const i = senders.indexOf(s);
-        if (i >= 0) senders.splice(i, 1);
+        const i = receivers.indexOf(p);
+        if (i >= 0) receivers.splice(i, 1);
+        // Woken but leaving without its value (cancelled): offer it to the next receiver.
+        if (p.notified) queueMicrotask(ch.pump);
       },
-      () => `${name}: send, full (${buffer.length}/${capacity}, ${senders.length} sending)`,
+      () => `${ch.name}: receive, empty (${receivers.length} receiving)`,
     );
-    if (s.failed)
-      throw new ChannelClosedError(`${name}.send(): the channel was closed while waiting for room`);
+    woken = true;
   }
-  const receiveOp: Operation<T> = {
-    *[Symbol.iterator]() {
-      const r = yield* nextOp;
-      if (r.done) throw new ChannelClosedError(`${name}.receive(): the channel is closed and drained`);
-      return r.value;
-    },
-  };
+}
 
-  return {
-    capacity,
-    get size() {
-      return buffer.length;
+function* sendBody<T>(ch: ChannelImpl<T>, value: T): Generator<unknown, void, unknown> {
+  const task = yield* currentTask(`${ch.name}.send()`);
+  task.checkpoint();
+  if (ch.isClosed) throw new ChannelClosedError(`${ch.name}.send(): the channel is closed`);
+  const { buffer, senders } = ch;
+  if (senders.length === 0 && buffer.length < ch.capacity) {
+    buffer.push(value);
+    ch.pump();
+    return;
+  }
+  const s: PendingSend<T> = { value, accepted: false, failed: false, wake: null };
+  senders.push(s);
+  yield park(
+    s,
+    () => s.accepted || s.failed,
+    () => {
+      const i = senders.indexOf(s);
+      if (i >= 0) senders.splice(i, 1);
     },
-    get closed() {
-      return closed;
-    },
-    get waiting() {
-      return { senders: senders.length, receivers: receivers.length };
-    },
-    send(value: T): Operation<void> {
-      return new BoundOp1(sendBody, value);
-    },
-    next,
-    receive(): Operation<T> {
-      return receiveOp;
-    },
-    close() {
-      if (closed) return;
-      closed = true;
-      for (const s of senders.splice(0)) {
-        s.failed = true;
-        s.wake?.();
-      }
-      pump();
-    },
-  };
+    () => `${ch.name}: send, full (${buffer.length}/${ch.capacity}, ${senders.length} sending)`,
+  );
+  if (s.failed)
+    throw new ChannelClosedError(`${ch.name}.send(): the channel was closed while waiting for room`);
+}
+
+function* receiveBody<T>(ch: ChannelImpl<T>): Generator<unknown, T, unknown> {
+  const r = yield* ch.next();
+  if (r.done) throw new ChannelClosedError(`${ch.name}.receive(): the channel is closed and drained`);
+  return r.value;
 }

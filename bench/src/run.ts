@@ -11,6 +11,7 @@ import { writeFileSync } from "node:fs";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { type PeerId, peerIds } from "./peer.js";
+import { interleave } from "./resilience/samples.js";
 import { type Scenario, type ScenarioId, scenarios } from "./scenarios.js";
 
 const benchDir = fileURLToPath(new URL("..", import.meta.url));
@@ -106,24 +107,19 @@ function runChild(peer: PeerId, s: Scenario, plan: Plan): number[] {
 /** Every peer's cells for `s`, the peers taking turns round by round (see `planFor`). */
 function measureRow(s: Scenario, peers: readonly PeerId[], reps: number): Map<PeerId, Cell> {
   const plans = new Map(peers.map((p) => [p, planFor(p, s.id, reps)] as const));
-  const samples = new Map(peers.map((p) => [p, [] as number[]] as const));
-  const wallMs = new Map<PeerId, number>(peers.map((p) => [p, 0]));
-  const rounds = Math.max(...[...plans.values()].map((x) => x.rounds));
-  for (let round = 0; round < rounds; round++) {
-    for (const p of peers) {
-      const plan = plans.get(p)!;
-      if (round >= plan.rounds) continue;
-      const t0 = performance.now();
-      samples.get(p)!.push(...runChild(p, s, plan));
-      wallMs.set(p, wallMs.get(p)! + performance.now() - t0);
-    }
-  }
+  const measured = interleave(
+    peers,
+    (p) => plans.get(p)!.rounds,
+    (p) => runChild(p, s, plans.get(p)!),
+  );
   const row = new Map<PeerId, Cell>();
   for (const p of peers) {
-    const cell = { samples: samples.get(p)!, median: median(samples.get(p)!), plan: plans.get(p)! };
+    const { samples, wallMs } = measured.get(p)!;
+    const cell = { samples, median: median(samples), plan: plans.get(p)! };
     row.set(p, cell);
-    const wallS = (wallMs.get(p)! / 1000).toFixed(1);
-    console.error(`  ${p.padEnd(10)} ${s.id.padEnd(11)} ${format(s, cell.median).padStart(9)}  (${wallS} s)`);
+    console.error(
+      `  ${p.padEnd(10)} ${s.id.padEnd(11)} ${format(s, cell.median).padStart(9)}  (${(wallMs / 1000).toFixed(1)} s)`,
+    );
   }
   return row;
 }

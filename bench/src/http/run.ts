@@ -15,7 +15,7 @@ import os from "node:os";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { machine, markdownTable, times } from "../resilience/machine.js";
-import { benchDir, median, runChild } from "../resilience/samples.js";
+import { benchDir, interleave, median, runChild } from "../resilience/samples.js";
 import { type ClientId, CONNECTIONS, clientIds } from "./peer.js";
 
 const childScript = fileURLToPath(new URL("./child.ts", import.meta.url));
@@ -71,39 +71,22 @@ async function startServer() {
   };
 }
 
-/**
- * Every client's cell for `mode`, the clients taking turns: `reps` rounds of one child process per
- * client, each with the warm-up pass and one measured pass. The machine is shared and its speed
- * drifts within a minute; interleaved, every client's median spans the same stretch of time.
- */
+/** Every client's cell for `mode`: `reps` passes each, one process per pass, taking turns. */
 function measureMode(origin: string, mode: Mode): Map<ClientId, Cell> {
-  const rps = new Map<ClientId, number[]>(clientIds.map((id) => [id, []]));
-  const p99 = new Map<ClientId, number[]>(clientIds.map((id) => [id, []]));
-  const wallMs = new Map<ClientId, number>(clientIds.map((id) => [id, 0]));
-  for (let round = 0; round < reps; round++) {
-    for (const id of clientIds) {
-      const t0 = performance.now();
-      const samples = runChild(childScript, [
-        id,
-        origin,
-        String(mode.n),
-        String(mode.inFlight),
-        "1",
-        String(WARMUP),
-      ]);
-      rps.get(id)!.push(...samples.map((x) => x.rps!));
-      p99.get(id)!.push(...samples.map((x) => x.p99Ms!));
-      wallMs.set(id, wallMs.get(id)! + performance.now() - t0);
-    }
-  }
+  const measured = interleave(
+    clientIds,
+    () => reps,
+    (id) => runChild(childScript, [id, origin, String(mode.n), String(mode.inFlight), "1", String(WARMUP)]),
+  );
   const cells = new Map<ClientId, Cell>();
   for (const id of clientIds) {
-    const r = rps.get(id)!;
-    const q = p99.get(id)!;
-    const cell = { rps: r, p99Ms: q, medianRps: median(r), medianP99Ms: median(q) };
+    const { samples, wallMs } = measured.get(id)!;
+    const rps = samples.map((x) => x.rps!);
+    const p99Ms = samples.map((x) => x.p99Ms!);
+    const cell = { rps, p99Ms, medianRps: median(rps), medianP99Ms: median(p99Ms) };
     cells.set(id, cell);
     console.error(
-      `  ${id.padEnd(7)} ${mode.id.padEnd(13)} ${formatRps(cell.medianRps).padStart(7)} rps  p99 ${formatMs(cell.medianP99Ms)}  (${(wallMs.get(id)! / 1000).toFixed(1)} s)`,
+      `  ${id.padEnd(7)} ${mode.id.padEnd(13)} ${formatRps(cell.medianRps).padStart(7)} rps  p99 ${formatMs(cell.medianP99Ms)}  (${(wallMs / 1000).toFixed(1)} s)`,
     );
   }
   return cells;

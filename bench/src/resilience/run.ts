@@ -12,7 +12,7 @@ import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { machine, markdownTable, times } from "./machine.js";
 import { type LibraryId, libraryIds, PERMITS, type RowId } from "./peer.js";
-import { median, runChild } from "./samples.js";
+import { interleave, median, runChild } from "./samples.js";
 
 const childScript = fileURLToPath(new URL("./child.ts", import.meta.url));
 
@@ -83,29 +83,25 @@ function measure(lib: LibraryId, row: Row, n = row.n): Cell {
   return cell;
 }
 
-/**
- * Every library's cell for `row`, the libraries taking turns: `reps` rounds, each one child process
- * per library with the row's warm-ups and one measured sample. The machine is shared and its speed
- * drifts within a minute; interleaved, every library's median spans the same stretch of time.
- */
+/** Every library's cell for `row`: `reps` samples each, one process per sample, taking turns. */
 function measureRow(row: Row): Map<LibraryId, Cell> {
-  const samples = new Map<LibraryId, number[]>(libraryIds.map((l) => [l, []]));
-  const wallMs = new Map<LibraryId, number>(libraryIds.map((l) => [l, 0]));
-  for (let round = 0; round < reps; round++) {
-    for (const lib of libraryIds) {
+  const measured = interleave(
+    libraryIds,
+    () => reps,
+    (lib) => {
       const n = row.nFor?.[lib] ?? row.n;
-      const t0 = performance.now();
-      const got = runChild(childScript, [lib, row.id, String(n), "1", String(row.warmup)]);
-      samples.get(lib)!.push(...got.map((x) => row.figure(x.ms!, n)));
-      wallMs.set(lib, wallMs.get(lib)! + performance.now() - t0);
-    }
-  }
+      return runChild(childScript, [lib, row.id, String(n), "1", String(row.warmup)]).map((x) =>
+        row.figure(x.ms!, n),
+      );
+    },
+  );
   const cells = new Map<LibraryId, Cell>();
   for (const lib of libraryIds) {
-    const cell = { samples: samples.get(lib)!, median: median(samples.get(lib)!) };
+    const { samples, wallMs } = measured.get(lib)!;
+    const cell = { samples, median: median(samples) };
     cells.set(lib, cell);
     console.error(
-      `  ${lib.padEnd(10)} ${row.id.padEnd(10)} ${row.format(cell.median).padStart(10)}  (${(wallMs.get(lib)! / 1000).toFixed(1)} s)`,
+      `  ${lib.padEnd(10)} ${row.id.padEnd(10)} ${row.format(cell.median).padStart(10)}  (${(wallMs / 1000).toFixed(1)} s)`,
     );
   }
   return cells;

@@ -1,6 +1,6 @@
 /**
- * Running one measurement in its own child process, and reducing its samples (median, p99).
- * Shared by the resilience and HTTP benchmarks.
+ * Running one measurement in its own child process, taking turns between libraries, and reducing
+ * samples (median, p99). Shared by the resilience and HTTP benchmarks (`interleave` by the kernel's).
  * @module
  */
 import { spawnSync } from "node:child_process";
@@ -49,6 +49,32 @@ export function runChild(
   if (child.status !== 0) throw new Error(`bench: ${script} ${args.join(" ")} exited with ${child.status}`);
   const lastLine = child.stdout.trim().split("\n").pop() ?? "";
   return (JSON.parse(lastLine) as { samples: Sample[] }).samples;
+}
+
+/**
+ * Measures every id in turn, round by round, `roundsFor(id)` rounds each (one `measure(id)` call per
+ * round, typically one child process and one sample). The machine is shared and its speed drifts by
+ * 30-60 % within a minute: measured in one block each, a library carried its block's drift into the
+ * ratio; taking turns, every library's samples span the same stretch of time. Returns each id's
+ * samples in order and the wall time spent measuring it.
+ */
+export function interleave<Id extends string, S>(
+  ids: readonly Id[],
+  roundsFor: (id: Id) => number,
+  measure: (id: Id) => readonly S[],
+): Map<Id, { samples: S[]; wallMs: number }> {
+  const out = new Map(ids.map((id) => [id, { samples: [] as S[], wallMs: 0 }]));
+  const rounds = Math.max(0, ...ids.map(roundsFor));
+  for (let round = 0; round < rounds; round++) {
+    for (const id of ids) {
+      if (round >= roundsFor(id)) continue;
+      const cell = out.get(id)!;
+      const t0 = performance.now();
+      cell.samples.push(...measure(id));
+      cell.wallMs += performance.now() - t0;
+    }
+  }
+  return out;
 }
 
 /**

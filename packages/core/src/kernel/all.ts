@@ -12,7 +12,7 @@ import {
   type Operation,
   type OpValue,
   type Outcome,
-  type Suspension,
+  SuspensionClass,
   suspensionClass,
   type Waiter,
 } from "./operation.js";
@@ -87,18 +87,15 @@ const ALL_SETTLED: Outcome<void> = Object.freeze({ ok: true, value: undefined })
  * The wait for every child of an `all` to settle. A class, not a literal: a literal's methods are new
  * closures each time, which the runtime's call into `enter` would see as a new target every call.
  */
-class AllSettledWait implements Suspension<void> {
-  declare readonly kind: "suspend";
+class AllSettledWait extends SuspensionClass<void> {
   declare readonly interruptible: "normal";
   constructor(private readonly children: TaskImpl<unknown>[]) {
+    super();
     shapes.allWait = this;
   }
   get description(): string {
     const children = this.children;
     return `all: ${children.filter((c) => !c.isSettled).length} of ${children.length} pending`;
-  }
-  enter(resolve: (o: Outcome<void>) => void): undefined {
-    return this.enterWith({ resolve });
   }
   enterWith(waiter: Waiter<void>): undefined {
     // One callback for every child, never unregistered: when the wait ends early (interrupted),

@@ -7,7 +7,7 @@ import type { Frame } from "./frame.js";
 import {
   type Instruction,
   type Outcome,
-  type Suspension,
+  SuspensionClass,
   suspensionClass,
   type Waiter,
 } from "./operation.js";
@@ -100,17 +100,14 @@ class SettleNow<T, R> implements Iterable<Instruction, R, unknown>, Iterator<Ins
 }
 
 /** A scope's wait for its last children to settle (a class: see `AllSettledWait` in all.ts). */
-class ChildrenWait implements Suspension<void> {
-  declare readonly kind: "suspend";
+class ChildrenWait extends SuspensionClass<void> {
   declare readonly interruptible: "never";
   constructor(private readonly frame: Frame) {
+    super();
     shapes.childrenWait = this;
   }
   get description(): string {
     return `${this.frame.label}: waiting for ${this.frame.children?.size ?? 0} children to finish`;
-  }
-  enter(resolve: (o: Outcome<void>) => void): (() => void) | undefined {
-    return this.enterWith({ resolve });
   }
   enterWith(waiter: Waiter<void>): (() => void) | undefined {
     const frame = this.frame;

@@ -239,6 +239,21 @@ export function suspensionClass(cls: { prototype: object }, interruptible: Inter
 }
 
 /**
+ * A suspension written as a class: `enter` in terms of `enterWith`, and `kind` on the prototype.
+ * A subclass declares `interruptible` and puts it on its prototype with {@link suspensionClass}.
+ */
+export abstract class SuspensionClass<T> implements Suspension<T> {
+  declare readonly kind: "suspend";
+  abstract readonly description: string;
+  abstract readonly interruptible: Interruptible;
+  abstract enterWith(waiter: Waiter<T>): (() => void) | undefined;
+  enter(resolve: (outcome: Outcome<T>) => void): (() => void) | undefined {
+    return this.enterWith({ resolve });
+  }
+}
+suspensionClass(SuspensionClass, null);
+
+/**
  * A suspension that is also its own operation and, on its first run, its own iterator: one object
  * per wait for the kernel's promise and callback waits (`until`, `action`).
  */

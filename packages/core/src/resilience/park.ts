@@ -2,7 +2,13 @@
  * `park`: the suspension behind every queue wait in this layer (semaphore, channel, rate limiter).
  * @module
  */
-import { type Outcome, type Suspension, suspensionClass, type Waiter } from "../kernel/operation.js";
+import {
+  type Outcome,
+  type Suspension,
+  SuspensionClass,
+  suspensionClass,
+  type Waiter,
+} from "../kernel/operation.js";
 import { shapes } from "../kernel/shapes.js";
 
 /** A queue entry that can be woken. `wake` is set only while its task waits at the suspension. */
@@ -31,8 +37,7 @@ const WOKEN: Outcome<void> = Object.freeze({ ok: true, value: undefined });
  * The suspension `park` returns. A class, not a literal with a getter: such a literal is a
  * dictionary-mode object with new method closures each time, on the runtime's hottest call sites.
  */
-class ParkedWait implements Suspension<void> {
-  declare readonly kind: "suspend";
+class ParkedWait extends SuspensionClass<void> {
   declare readonly interruptible: "normal";
   constructor(
     private readonly parked: Parked,
@@ -40,13 +45,11 @@ class ParkedWait implements Suspension<void> {
     private readonly leave: (done: boolean) => void,
     private readonly describe: () => string,
   ) {
+    super();
     shapes.parkedWait = this;
   }
   get description(): string {
     return this.describe();
-  }
-  enter(resolve: (o: Outcome<void>) => void): (() => void) | undefined {
-    return this.enterWith({ resolve });
   }
   enterWith(waiter: Waiter<void>): (() => void) | undefined {
     if (this.isDone()) {

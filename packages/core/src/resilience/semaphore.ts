@@ -11,7 +11,7 @@ import {
   type Op,
   type Operation,
   type Outcome,
-  type Suspension,
+  SuspensionClass,
   suspensionClass,
   type Waiter,
 } from "../kernel/operation.js";
@@ -83,8 +83,7 @@ const GRANTED: Outcome<void> = { ok: true, value: undefined };
  * A task waiting for a permit, and the suspension it waits at (one object: a queue of waiting users
  * is the case that matters). Invariant: `granted` and `gone` are never both true.
  */
-class QueuedTask implements Suspension<void> {
-  declare readonly kind: "suspend";
+class QueuedTask extends SuspensionClass<void> {
   declare readonly interruptible: "normal";
   granted = false;
   /** Left the queue (cancelled) before being granted: skipped when a permit is handed on. */
@@ -92,13 +91,11 @@ class QueuedTask implements Suspension<void> {
   /** The task's side of the wait, while it waits. */
   wake: Waiter<void> | null = null;
   constructor(readonly books: SemaphoreBooks) {
+    super();
     shapes.semaphoreWait = this;
   }
   get description(): string {
     return `semaphore ${this.books.name}: ${this.books.waitingCount} waiting`;
-  }
-  enter(resolve: (o: Outcome<void>) => void): (() => void) | undefined {
-    return this.enterWith({ resolve });
   }
   enterWith(waiter: Waiter<void>): (() => void) | undefined {
     if (this.granted) {

@@ -10,7 +10,7 @@ import {
   CURRENT_TASK,
   type Operation,
   type Outcome,
-  type Suspension,
+  SuspensionClass,
   suspensionClass,
   type Waiter,
 } from "../kernel/operation.js";
@@ -47,21 +47,18 @@ function* sleepFor(ms: number): Generator<unknown, void, unknown> {
  * The wait of one `sleep`. A class, not a literal: a literal's methods are new closures each call,
  * and its description string would be built even when nobody prints the tree.
  */
-class SleepWait implements Suspension<void> {
-  declare readonly kind: "suspend";
+class SleepWait extends SuspensionClass<void> {
   declare readonly interruptible: "normal";
   constructor(
     private readonly clock: Clock,
     private readonly at: number,
     private readonly ms: number,
   ) {
+    super();
     shapes.sleepWait = this;
   }
   get description(): string {
     return `sleep(${this.ms})`;
-  }
-  enter(resolve: (o: Outcome<void>) => void): (() => void) | undefined {
-    return this.enterWith({ resolve });
   }
   enterWith(waiter: Waiter<void>): (() => void) | undefined {
     return this.at === Infinity ? undefined : this.clock.schedule(this.at, () => waiter.resolve(SLEPT));

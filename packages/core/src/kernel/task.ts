@@ -31,6 +31,7 @@ import {
   type Operation,
   type Outcome,
   type Suspension,
+  SuspensionClass,
   suspensionClass,
   type Waiter,
 } from "./operation.js";
@@ -696,11 +697,11 @@ function isSuspension(v: unknown): v is Suspension {
  * due for the joiner is delivered first); otherwise the joiner waits at a suspension point, which
  * is this object too. Written as an iterator, not a generator: joining is on every fan-in's hot path.
  */
-class JoinIterator<T> implements Iterator<unknown, T, unknown>, Suspension<T> {
-  declare readonly kind: "suspend";
+class JoinIterator<T> extends SuspensionClass<T> implements Iterator<unknown, T, unknown> {
   declare readonly interruptible: "normal";
   private step: 0 | 1 | 2 = 0;
   constructor(private readonly task: TaskImpl<T>) {
+    super();
     shapes.join = this;
   }
   next(answer?: unknown): IteratorResult<unknown, T> {
@@ -732,9 +733,6 @@ class JoinIterator<T> implements Iterator<unknown, T, unknown>, Suspension<T> {
   }
   get description(): string {
     return `join ${this.task.name}#${this.task.id}`;
-  }
-  enter(resolve: (o: Outcome<T>) => void): () => void {
-    return this.task.onSettled(() => resolve(this.task.joinOutcome()));
   }
   enterWith(waiter: Waiter<T>): () => void {
     return this.task.onSettled(() => waiter.resolve(this.task.joinOutcome()));

@@ -16,3 +16,17 @@ export type {
   JobAttempt,
   QueueEngine,
 } from "./engine.js";
+export {
+  isJobExpiredError,
+  isQueueClosedError,
+  JobExpiredError,
+  JobStalledError,
+  QueueClosedError,
+} from "./errors.js";
+export type { MemoryQueue } from "./memory-queue.js";
+export { createMemoryQueue } from "./memory-queue.js";
+export type { JobAttemptInfo, WorkerOptions, WorkerRetry } from "./options.js";
+export type { AddOptions, Queue } from "./queue.js";
+export type { ShutdownReport, WorkerStats } from "./stats.js";
+export type { Job, Worker } from "./worker.js";
+export { useWorker } from "./worker.js";

@@ -187,8 +187,10 @@ export interface EngineCounts {
  *   delays the job by `delayMs`; `release` puts it back at once with the same `attempt`.
  * - `progress` stores the value (BullMQ: `job.updateProgress`); the worker also treats it as a
  *   heartbeat, so the engine need not.
- * - `close` stops handing out jobs and frees what the engine holds (connections). It may take time
- *   (BullMQ's can hang): the worker races it against a hard cap.
+ * - `close` is a worker saying it is done: the engine frees what it holds for consuming (BullMQ: the
+ *   `Worker` and its blocking connection). It may take time (BullMQ's can hang): the worker races it
+ *   against a hard cap. The queue itself stays usable (to add, to count, for another worker) until
+ *   its own scope ends; `take` on a queue whose scope has ended throws `QueueClosedError`.
  *
  * @example
  * ```ts
@@ -229,5 +231,6 @@ export interface QueueEngine<T> {
   counts(): Operation<EngineCounts>;
   /** The dead letters the engine keeps, oldest first. */
   deadLetters(): Operation<readonly DeadLetter<T>[]>;
+  /** The worker is done consuming (see the rules above). */
   close(): Operation<void>;
 }

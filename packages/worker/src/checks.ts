@@ -52,6 +52,6 @@ export function checkObject(parameter: string, v: unknown): Record<string, unkno
 export function checkKeys(parameter: string, v: Record<string, unknown>, known: readonly string[]): void {
   for (const key of Object.keys(v)) {
     if (!known.includes(key))
-      throw invalidType(`${parameter}.${key}`, `one of the known options (${known.join(", ")})`, key);
+      throw invalidType(`${parameter} { ${key} }`, `one of the known options (${known.join(", ")})`, key);
   }
 }

@@ -12,7 +12,7 @@ import { KeelError } from "@keel/core";
  * ```ts
  * import { isJobExpiredError, JobExpiredError } from "@keel/worker";
  * const e = new JobExpiredError("mail", "m1", 1000, 1200);
- * console.log(isJobExpiredError(e), e.message); // true mail/m1: its deadline (1000) passed at 1200
+ * console.log(isJobExpiredError(e), e.message); // true mail/m1: its deadline passed 200 ms ago
  * ```
  */
 export class JobExpiredError extends KeelError {
@@ -23,7 +23,11 @@ export class JobExpiredError extends KeelError {
     readonly at: number,
     options?: { cause?: unknown },
   ) {
-    super("KEEL_JOB_EXPIRED", `${queue}/${jobId}: its deadline (${deadlineAt}) passed at ${at}`, options);
+    super(
+      "KEEL_JOB_EXPIRED",
+      `${queue}/${jobId}: its deadline passed ${Math.round(at - deadlineAt)} ms ago`,
+      options,
+    );
     this.name = "JobExpiredError";
   }
 }

@@ -3,6 +3,7 @@
  * @module
  */
 import { checkDurationMs, invalidType } from "./errors.js";
+import { captureAsyncContext } from "./kernel/async-context.js";
 import type { Clock } from "./kernel/clock.js";
 import type { ContextValues } from "./kernel/context.js";
 import { checkOp, nameOf, type Op } from "./kernel/operation.js";
@@ -71,7 +72,7 @@ export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
     name: options.name ?? nameOf(op, "run"),
     parent: null,
     owner: null,
-    runtime: createRuntime(options.onEvent),
+    runtime: createRuntime(captureAsyncContext(), options.onEvent),
     contexts: rootContexts(clock, budget, options.random),
     deadline: Infinity,
   });

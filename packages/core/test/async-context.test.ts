@@ -5,6 +5,7 @@
  * (`context.active()` under the AsyncLocalStorage context manager).
  */
 import { AsyncLocalStorage } from "node:async_hooks";
+import diagnosticsChannel from "node:diagnostics_channel";
 import {
   action,
   all,
@@ -21,7 +22,8 @@ import {
   until,
   useScope,
 } from "@keel/core";
-import { createVirtualClock } from "@keel/testing";
+import { createHttpClient } from "@keel/core/http";
+import { createFaultServer, createHarness, createVirtualClock } from "@keel/testing";
 import { context, createContextKey, ROOT_CONTEXT } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { pino } from "pino";
@@ -246,5 +248,60 @@ describe("async context follows each run", () => {
     await server;
     expect(lines()).toHaveLength(6);
     expect(wrongLines(lines())).toEqual([]);
+  });
+});
+
+describe("async context across HTTP", () => {
+  it("undici sees each run's context when it creates the request, and the task sees it after the response", async () => {
+    const { log, lines } = memoryLogger();
+    const h = createHarness();
+    // What OpenTelemetry's undici instrumentation does: read the active context at request creation.
+    const atCreate: string[] = [];
+    const onCreate = (message: unknown) => {
+      const path = (message as { request: { path: string } }).request.path;
+      atCreate.push(`${path.split("=")[1]}:${requestStore.getStore()?.reqId ?? "none"}`);
+    };
+    diagnosticsChannel.subscribe("undici:request:create", onCreate);
+    try {
+      let url!: (u: string) => void;
+      const serverUrl = new Promise<string>((resolve) => {
+        url = resolve;
+      });
+      let stop!: () => void;
+      const stopped = new Promise<void>((resolve) => {
+        stop = resolve;
+      });
+      const server = h.run(function* server() {
+        const fault = yield* createFaultServer({ "/item": { json: { ok: true } } }, { connectHang: false });
+        url(fault.url);
+        yield* until(stopped);
+      });
+      const baseUrl = await serverUrl;
+      const ids = Array.from({ length: 10 }, (_, i) => `r${i}`);
+      await Promise.all(
+        ids.map((id) =>
+          requestStore.run({ reqId: id }, () =>
+            context.with(ROOT_CONTEXT.setValue(REQ_KEY, id), () =>
+              h.run(function* client() {
+                const http = yield* createHttpClient({ baseUrl, retry: false });
+                for (let k = 0; k < 3; k++) {
+                  yield* http.getJson(`/item?id=${id}`);
+                  log.info({ expect: id, at: "after getJson" });
+                }
+              }),
+            ),
+          ),
+        ),
+      );
+      stop();
+      await server;
+      expect(lines()).toHaveLength(30);
+      expect(wrongLines(lines())).toEqual([]);
+      expect(atCreate).toHaveLength(30);
+      expect(atCreate.filter((x) => x.split(":")[0] !== x.split(":")[1])).toEqual([]);
+      await h.expectClean();
+    } finally {
+      diagnosticsChannel.unsubscribe("undici:request:create", onCreate);
+    }
   });
 });

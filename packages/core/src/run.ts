@@ -52,6 +52,9 @@ export interface RunOptions {
  * `task.cancel()`, which settles once everything under it has unwound. Nothing is reported as an
  * unhandled rejection unless you await the task and ignore the error.
  *
+ * Every step of the tree's tasks runs in the async context (`AsyncLocalStorage` stores) in force at
+ * this call, whatever other runs do meanwhile: see the guide's async context page.
+ *
  * @example
  * ```ts
  * import { run, sleep } from "@keel/core";

@@ -22,6 +22,7 @@ import { Cancelled, type CancelReason, isCancelled } from "./cancelled.js";
 import { type Clock, stampNow } from "./clock.js";
 import type { ContextValues } from "./context.js";
 import { Frame } from "./frame.js";
+import { closeNext } from "./frame-exit.js";
 import {
   ASK_TASK,
   CURRENT_TASK,
@@ -473,9 +474,12 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     root.bodySettled = true;
     if (!o.ok && !isCancelled(o.error)) root.recordError(o.error);
     this.bodyOutcome = o;
-    if (root.children?.size) {
-      this.cancelChildrenAtExit(root);
-      root.waiter = () => this.finish();
+    if (closeNext(root)) {
+      const step = () => {
+        if (closeNext(root)) root.waiter = step;
+        else this.finish();
+      };
+      root.waiter = step;
     } else {
       this.finish();
     }
@@ -650,16 +654,20 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 }
 
-/** A child settled: unlink it, apply the frame's failure policy, and wake a scope waiting to exit. */
+/**
+ * A child settled: unlink it, apply the frame's failure policy, and wake a scope waiting to exit
+ * once its task children are all gone (and again as each resource goes: see `closeNext`).
+ */
 function childSettled(frame: Frame, child: TaskImpl<unknown>): void {
   frame.children?.delete(child);
+  if (child.isResource) frame.countResource(-1);
   if (frame.policy) frame.policy.onChildSettled(child);
   else {
     // A shield consumes its task's outcome itself (semantics §6), so it never fails the owner.
     const f = child.outcome;
     if (f?.state === "failed" && !child.shielded) failFrame(frame, f.error);
   }
-  if (frame.waiter && !frame.children?.size) {
+  if (frame.waiter && (frame.children === null ? 0 : frame.children.size) === frame.liveResources) {
     const w = frame.waiter;
     frame.waiter = null;
     w();

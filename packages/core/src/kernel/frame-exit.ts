@@ -182,6 +182,10 @@ function settleOutcome<T>(
 ): Outcome<T> {
   const own = frame.request;
   const owned = own !== null && task.requests.length - 1 === frame.countAtEntry;
+  // Only a request of the scope's own timer converts into its error: a group's `child-failed`
+  // request (any scope may make one) becomes the child's error, and a timer that never fired
+  // leaves no trace.
+  if (convert && own !== null && own.reason.kind !== "timeout") convert = undefined;
   const errors = frame.errors;
   task.popFrame(frame);
   if (errors?.length) {

@@ -408,7 +408,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     const level = cur.s.interruptible === "never" ? "never" : "normal";
     const c = this.takeDelivery(level);
     if (c) {
-      if (!o.ok && !isCancelled(o.error)) {
+      if (!o.ok && !isCancelled(o.error) && !this.holdsError(o.error)) {
         this.emit({
           type: "error:suppressed",
           error: o.error,
@@ -419,6 +419,22 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       this.advance(false, c);
     } else if (o.ok) this.advance(true, o.value);
     else this.advance(false, o.error);
+  }
+
+  /**
+   * True when a scope of this task or of an ancestor has recorded `error` (a joined task that failed
+   * its owner), so that scope throws it, or attaches it, when it exits: replacing it here by a
+   * cancellation drops nothing, and is not reported as a suppressed error. Walked only on that rare
+   * path.
+   */
+  private holdsError(error: unknown): boolean {
+    let f: Frame | null = this.rootOpened ? this.top : this.owner;
+    while (f !== null) {
+      const errors = f.errors;
+      if (errors !== null && errors.includes(error)) return true;
+      f = f.parent ?? f.task.owner;
+    }
+    return false;
   }
 
   /** @internal */

@@ -15,6 +15,7 @@ export {
   TaskCancelledError,
   TimeoutError,
 } from "./errors.js";
+export { describeThrown } from "./format-value.js";
 export type { AllValues } from "./kernel/all.js";
 export { all } from "./kernel/all.js";
 export type { CancelReason, ScopeInfo } from "./kernel/cancelled.js";

@@ -17,6 +17,9 @@ export {
 } from "./errors.js";
 export type { AllValues } from "./kernel/all.js";
 export { all } from "./kernel/all.js";
+// Lazy fan-out, settled groups, deadline predicate, channel feeding (issue 10 items 4 and 6).
+export type { AllSettledResults } from "./kernel/all-settled.js";
+export { allSettled } from "./kernel/all-settled.js";
 export type { CancelReason, ScopeInfo } from "./kernel/cancelled.js";
 export { Cancelled, isCancelled } from "./kernel/cancelled.js";
 export type { Clock } from "./kernel/clock.js";
@@ -46,7 +49,8 @@ export {
   createCircuitBreaker,
   isBrokenCircuitError,
 } from "./resilience/circuit-breaker.js";
-export { forEachLimit, mapLimit } from "./resilience/fan-out.js";
+export { forEachLimit, mapLimit, mapLimitSettled } from "./resilience/fan-out.js";
+export type { ItemsOf } from "./resilience/item-source.js";
 export type { RateLimiter } from "./resilience/rate-limiter.js";
 export { createRateLimiter } from "./resilience/rate-limiter.js";
 export type { AttemptInfo, RetryInfo, RetryPolicy } from "./resilience/retry.js";

@@ -49,7 +49,9 @@ export {
   createCircuitBreaker,
   isBrokenCircuitError,
 } from "./resilience/circuit-breaker.js";
+export { isDeadlineExceeded } from "./resilience/deadline-exceeded.js";
 export { forEachLimit, mapLimit, mapLimitSettled } from "./resilience/fan-out.js";
+export { type FeedOptions, feed } from "./resilience/feed.js";
 export type { ItemsOf } from "./resilience/item-source.js";
 export type { RateLimiter } from "./resilience/rate-limiter.js";
 export { createRateLimiter } from "./resilience/rate-limiter.js";
@@ -67,4 +69,5 @@ export { deadline, now, remaining, useClock } from "./time/deadline.js";
 export { createRealClock, realClock } from "./time/real-clock.js";
 export { shield } from "./time/shield.js";
 export { sleep } from "./time/sleep.js";
+export type { TimeoutOptions } from "./time/timeout.js";
 export { timeout, timeoutAt } from "./time/timeout.js";

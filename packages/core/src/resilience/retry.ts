@@ -393,6 +393,6 @@ function warnIfUnreachable<T>(init: LoopInit<T>): void {
     perAttemptMs,
     availableMs,
     attempts,
-    message: `${init.label}: the per-attempt timeout (${perAttemptMs} ms) is not shorter than the ${availableMs} ms available, so none of the ${attempts - 1} retries can ever run`,
+    message: `${init.label}: the per-attempt timeout (${perAttemptMs} ms) is not shorter than the ${Math.round(availableMs)} ms available, so ${attempts === 2 ? "its one retry can never run" : `none of its ${attempts - 1} retries can ever run`}`,
   });
 }

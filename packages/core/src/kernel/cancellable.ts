@@ -11,7 +11,7 @@ import type { Clock } from "./clock.js";
 import type { ContextValues } from "./context.js";
 import { Frame, sequence } from "./frame.js";
 import type { Interruptible, Outcome, Suspension } from "./operation.js";
-import { enqueue, whenDrained } from "./scheduler.js";
+import { enqueue, type Runnable, whenDrained } from "./scheduler.js";
 import type { TaskImpl } from "./task.js";
 
 export const CLOCK_KEY: unique symbol = Symbol("keel.clock");
@@ -53,7 +53,7 @@ export interface Unwinding {
   cancelTimer: (() => void) | null;
 }
 
-export interface Current {
+export interface Current extends Runnable {
   readonly s: Suspension;
   readonly since: number;
   teardown: (() => void) | undefined;

@@ -10,6 +10,7 @@
  */
 import { appendSuppressed, KeelError, TaskCancelledError } from "../errors.js";
 import { type KeelEvent, type KeelEventInput, warningEvents } from "../observe/events.js";
+import type { AsyncContext } from "./async-context.js";
 import {
   BUDGET_KEY,
   CancellableTask,
@@ -301,6 +302,11 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   start(): this {
     enqueue(this);
     return this;
+  }
+
+  /** @internal The async context the scheduler runs this task's steps in: its runtime's. */
+  get asyncContext(): AsyncContext {
+    return this.runtime.asyncContext;
   }
 
   /** @internal The scheduler's entry point (a task queues itself to begin: no closure per spawn). */
@@ -777,6 +783,9 @@ class Waiting implements Current {
     readonly since: number,
   ) {
     shapes.waiting = this;
+  }
+  get asyncContext(): AsyncContext {
+    return this.task.runtime.asyncContext;
   }
   resolve(outcome: Outcome<unknown>): void {
     if (this.outcome || !this.task.isWaitingAt(this)) return;

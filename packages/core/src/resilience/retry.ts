@@ -7,7 +7,7 @@ import { BoundOp1 } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import { currentTask, delegate } from "../kernel/current.js";
 import { exitFrameOutcome } from "../kernel/frame-exit.js";
-import { checkOp, nameOf, type Op, type Operation, type Outcome } from "../kernel/operation.js";
+import { checkRerunnableOp, nameOf, type Op, type Operation, type Outcome } from "../kernel/operation.js";
 import { randomSourceOf } from "../kernel/random.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { sleep } from "../time/sleep.js";
@@ -147,7 +147,7 @@ const defaultBackoff = exponential({ baseMs: 200, factor: 2, maxMs: 3000, jitter
  * for a non-operation or a non-function `retryOn`/`onRetry`.
  */
 export function retry<T>(op: Op<T>, policy: RetryPolicy = {}): Operation<T> {
-  checkOp("retry(op)", op);
+  checkRerunnableOp("retry(op)", op);
   const attempts = policy.attempts ?? 5;
   if (
     typeof attempts !== "number" ||
@@ -393,6 +393,6 @@ function warnIfUnreachable<T>(init: LoopInit<T>): void {
     perAttemptMs,
     availableMs,
     attempts,
-    message: `${init.label}: the per-attempt timeout (${perAttemptMs} ms) is not shorter than the ${availableMs} ms available, so none of the ${attempts - 1} retries can ever run`,
+    message: `${init.label}: the per-attempt timeout (${perAttemptMs} ms) is not shorter than the ${Math.round(availableMs)} ms available, so ${attempts === 2 ? "its one retry can never run" : `none of its ${attempts - 1} retries can ever run`}`,
   });
 }

@@ -205,3 +205,43 @@ describe("the cleanup budget counts from the request (semantics §5)", () => {
     await h.expectClean();
   });
 });
+
+describe("the virtual clock cannot freeze (semantics §5 on a virtual clock)", () => {
+  it("a loop of sleep(0) that swallows its cancellation is cut and abandoned at the budget, as on a real clock", async () => {
+    const h = createHarness();
+    let turns = 0;
+    const t = h.run(
+      function* spin() {
+        for (;;) {
+          try {
+            turns++;
+            yield* sleep(0);
+          } catch {}
+        }
+      },
+      { cleanupBudgetMs: 100 },
+    );
+    const settled = cancelAt(h, t, 10);
+
+    // The loop never lets the runtime go idle with time moving; the clock moves on to the cut.
+    expect(await settled).toBe(110);
+    expect(eventsAt(h, "cleanup:overrun")).toEqual([`spin#${t.id} sleep(0)@110`]);
+    expect(eventsAt(h, "cleanup:abandon")).toEqual([`spin#${t.id} sleep(0)@110`]);
+    expect(turns).toBeGreaterThan(1000);
+    await h.expectClean();
+  });
+
+  it("a busy instant still fires its own timers first, in order, before time moves on", async () => {
+    const h = createHarness();
+    const seen: string[] = [];
+    h.clock.schedule(50, () => seen.push(`later@${h.clock.now()}`));
+    await h.run(function* busy() {
+      for (let i = 0; i < 1500; i++) yield* sleep(0);
+      seen.push(`busy done@${h.clock.now()}`);
+    });
+
+    // 1500 same-instant turns: the 1000th lets time pass to 50, and the loop finishes there.
+    expect(seen).toEqual(["later@50", "busy done@50"]);
+    await h.expectClean();
+  });
+});

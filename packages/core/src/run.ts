@@ -66,7 +66,7 @@ export interface RunOptions {
 export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
   checkOp("run(op)", op);
   const budget = options.cleanupBudgetMs ?? DEFAULT_CLEANUP_BUDGET_MS;
-  checkDurationMs("run(op, { cleanupBudgetMs })", budget);
+  checkDurationMs("run(op, { cleanupBudgetMs })", budget, false);
   const clock = options.clock ?? realClock;
   if (options.random !== undefined && typeof options.random !== "function") {
     throw invalidType("run(op, { random })", "a function returning a number in [0, 1)", options.random);

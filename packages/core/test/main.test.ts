@@ -174,6 +174,22 @@ describe("main in a real process", () => {
     expect(child.stdoutLines()).toEqual(["ready", "cleanup start"]);
   });
 
+  it("with shutdownBudgetMs: Infinity, nested shields in a cleanup end within the outer limit plus one budget", async () => {
+    const child = startFixture("nested-shields", "Infinity");
+    await child.waitForLine("ready");
+
+    const signalledAt = performance.now();
+    child.process.kill("SIGINT");
+    const exit = await child.exited;
+
+    expect(exit.code).toBe(130);
+    // About 1200 ms (900 + 300); the inner shield's own 1800 ms limit would make it 2100 or more.
+    const elapsedMs = exit.at - signalledAt;
+    expect(elapsedMs).toBeGreaterThanOrEqual(1100);
+    expect(elapsedMs).toBeLessThan(1800);
+    expect(child.stderr()).toContain("shutting down (no budget");
+  });
+
   it("a root that throws prints the error with its stack and cause, and exits 1", async () => {
     const child = startFixture("throw");
 
@@ -238,6 +254,9 @@ describe("main's options", () => {
     expect(() => main(suspend, { shutdownBudgetMs: Number.NaN })).toThrow(RangeError);
     expect(() => main(suspend, { cleanupBudgetMs: -5 })).toThrow(/main\(op, \{ cleanupBudgetMs \}\)/);
     expect(() => main(suspend, { cleanupBudgetMs: -5 })).toThrow(RangeError);
+    expect(() => main(suspend, { cleanupBudgetMs: Infinity })).toThrow(
+      /main\(op, \{ cleanupBudgetMs \}\).*finite/,
+    );
     expect(() => main(suspend, { name: 42 as unknown as string })).toThrow(/main\(op, \{ name \}\)/);
     expect(() => main(suspend, { onEvent: "log" as unknown as () => void })).toThrow(TypeError);
     expect(() => main(42 as unknown as () => never)).toThrow(/main\(op\)/);

@@ -38,7 +38,7 @@ import { type KeelEnv, KeelEnvContext } from "./env.js";
 export function toEffection<T>(op: Op<T>, options: { cleanupBudgetMs?: number } = {}): EffectionOperation<T> {
   checkOp("toEffection(op)", op);
   const budgetMs = options.cleanupBudgetMs;
-  if (budgetMs !== undefined) checkDurationMs("toEffection(op, { cleanupBudgetMs })", budgetMs);
+  if (budgetMs !== undefined) checkDurationMs("toEffection(op, { cleanupBudgetMs })", budgetMs, false);
   const name = nameOf(op, "keel");
   return {
     // No `finally` in this frame: it is `yield*`-delegated by its caller, and a `finally` that

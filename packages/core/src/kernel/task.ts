@@ -411,7 +411,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.leave(cur);
     const o = cur.outcome!;
     // A shield only defers delivery while it waits; once it settles, a pending request is due here.
-    const level = cur.s.interruptible === "never" ? "never" : "normal";
+    const kind = cur.s.interruptible;
+    if (kind === "shield") this.shieldWaitEnded(cur.s.limitAt ?? Infinity);
+    const level = kind === "never" ? "never" : "normal";
     const c = this.takeDelivery(level);
     if (c) {
       if (!o.ok && !isCancelled(o.error) && !this.holdsError(o.error)) {
@@ -573,6 +575,10 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   protected abandon(): void {
     if (this.final) return;
     this.abandonPending = false;
+    // A body that has finished swallows nothing: the task only waits for its children, which were
+    // cancelled when it finished and are bounded by their own budgets; it settles when they do,
+    // with the errors it recorded (abandoning it here would report a wait on nothing and lose them).
+    if (!this.hasBody) return;
     this.emit({
       type: "cleanup:abandon",
       waitingOn: this.current?.s.description ?? this.extras?.lastRefused ?? null,
@@ -581,29 +587,45 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     if (cur) this.leave(cur);
     this.body = null;
     const live: TaskImpl<unknown>[] = [];
+    const frames: Frame[] = [];
     for (let f: Frame | null = this.top; f; f = f.parent) {
       f.runCleanups();
       f.closed = true;
       f.waiter = null;
       if (f.children) live.push(...f.children);
+      frames.push(f);
     }
-    const reason = this.externalRequest()?.reason ?? {
+    const external = this.externalRequest();
+    const reason = external?.reason ?? {
       kind: "cleanup-overrun",
       at: this.clock.now(),
       message: "abandoned after swallowing its cancellation",
     };
+    // Errors recorded in its scopes (a child that failed, which started this unwinding) are still
+    // its outcome (semantics §2); the outermost scope's first error is the primary.
+    const errors = frames.reverse().flatMap((f) => f.errors ?? []);
     // Still cancelling while its children finish, but no timer of its own may fire again.
     for (const u of this.unwinding) {
       u.cancelTimer?.();
       u.cancelTimer = null;
     }
     this.requests = [];
+    const settleAbandoned = () => {
+      if (errors.length === 0) {
+        this.settle({ state: "cancelled", reason });
+        return;
+      }
+      const primary = errors[0];
+      for (const later of errors.slice(1)) this.suppress(primary, later, "a later error in the same task");
+      if (external) this.emit({ type: "cancel:replaced", error: primary, reason: external.reason });
+      this.settle({ state: "failed", error: primary });
+    };
     let pending = live.length;
     const done = () => {
-      if (--pending <= 0) this.settle({ state: "cancelled", reason });
+      if (--pending <= 0) settleAbandoned();
     };
     if (pending === 0) {
-      this.settle({ state: "cancelled", reason });
+      settleAbandoned();
       return;
     }
     for (const child of live) {

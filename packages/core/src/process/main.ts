@@ -83,7 +83,8 @@ type ShutdownSignal = keyof typeof SIGNAL_EXIT_CODES;
  * }, { shutdownBudgetMs: 3000 });
  * ```
  * @throws `TypeError` when `op` is not an operation or an option has the wrong type; `RangeError`
- * for a negative or NaN `cleanupBudgetMs` or `shutdownBudgetMs`. Thrown at the call, before anything
+ * for a negative or NaN `cleanupBudgetMs` or `shutdownBudgetMs`, and for an infinite `cleanupBudgetMs` (cleanup is
+ * always bounded; an infinite `shutdownBudgetMs` only means no overall deadline). Thrown at the call, before anything
  * starts or any handler is installed.
  */
 export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
@@ -106,6 +107,7 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
   const cleanupBudgetMs = checkDurationMs(
     "main(op, { cleanupBudgetMs })",
     options.cleanupBudgetMs ?? DEFAULT_CLEANUP_BUDGET_MS,
+    false,
   );
   const shutdownBudgetMs = checkDurationMs(
     "main(op, { shutdownBudgetMs })",

@@ -75,7 +75,7 @@ export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
     name: options.name ?? nameOf(op, "run"),
     parent: null,
     owner: null,
-    runtime: createRuntime(captureAsyncContext(), options.onEvent),
+    runtime: createRuntime(captureAsyncContext(), options.onEvent, clock.now()),
     contexts: rootContexts(clock, budget, options.random),
     deadline: Infinity,
   });

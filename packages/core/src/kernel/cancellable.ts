@@ -410,20 +410,4 @@ export abstract class CancellableTask {
     frame.closed = true;
     frame.runCleanups();
   }
-
-  /** Cancels the children still running when a frame's operation settles (reason `parent`). */
-  cancelChildrenAtExit(frame: Frame): void {
-    if (!frame.children) return;
-    const reason: CancelReason = {
-      kind: "parent",
-      at: this.clock.now(),
-      scope: frame.info,
-      message: `${frame.label} finished`,
-    };
-    let next = frame.children.first;
-    for (let child = next; child; child = next) {
-      next = child.nextSibling;
-      child.cancelFromOutside(reason);
-    }
-  }
 }

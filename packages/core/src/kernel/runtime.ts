@@ -18,9 +18,15 @@ export interface Runtime {
 
 /**
  * A runtime that hands every event to `onEvent`; without one, warnings (overruns, swallows,
- * abandonments, suppressed errors) go to `console.warn`, so nothing is lost silently.
+ * abandonments, suppressed errors) go to `console.warn`, so nothing is lost silently. A printed
+ * warning gives its time as whole ms since `origin`, the root's start on its clock (a real clock
+ * reads a fractional epoch, which nobody can read).
  */
-export function createRuntime(asyncContext: AsyncContext, onEvent?: (event: KeelEvent) => void): Runtime {
+export function createRuntime(
+  asyncContext: AsyncContext,
+  onEvent?: (event: KeelEvent) => void,
+  origin = 0,
+): Runtime {
   return {
     listening: onEvent !== undefined,
     asyncContext,
@@ -32,7 +38,11 @@ export function createRuntime(asyncContext: AsyncContext, onEvent?: (event: Keel
           console.error("keel: an onEvent handler threw", e);
         }
       } else if (warningEvents.has(event.type)) {
-        console.warn(`keel: ${event.type} at ${event.path} (t=${event.at})`, describe(event));
+        const ms = Math.round(event.at - origin);
+        console.warn(
+          `keel: ${event.type} at ${event.path} (${ms} ms after the run started)`,
+          describe(event),
+        );
       }
     },
   };

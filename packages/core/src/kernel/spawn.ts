@@ -47,6 +47,7 @@ export function spawnInto<T>(
     resource: options.resource ?? false,
   });
   frame.addChild(child);
+  if (options.resource) frame.countResource(1);
   return child.start();
 }
 

@@ -15,6 +15,7 @@ export {
   TaskCancelledError,
   TimeoutError,
 } from "./errors.js";
+export { describeThrown } from "./format-value.js";
 export type { AllValues } from "./kernel/all.js";
 export { all } from "./kernel/all.js";
 // Lazy fan-out, settled groups, deadline predicate, channel feeding (issue 10 items 4 and 6).

@@ -71,7 +71,7 @@ describe("describeThrown", () => {
     [undefined, "undefined"],
     [null, "null"],
     [Symbol("s"), "Symbol(s)"],
-    [function named() {}, "function named"],
+    [function named() {}, "[Function named]"],
     [{ a: 1, b: [2, 3] }, '{"a":1,"b":[2,3]}'],
     [{ big: 2n }, '{"big":"2n"}'],
     [cyclic, '{"n":1,"self":"[Circular]"}'],
@@ -91,6 +91,6 @@ describe("describeThrown", () => {
     expect(describeThrown(hostile)).toBe("[object Object]");
     const { proxy, revoke } = Proxy.revocable({}, {});
     revoke();
-    expect(describeThrown(proxy)).toBe("(a value that cannot be described)");
+    expect(describeThrown(proxy)).toBe("[unknown value]");
   });
 });

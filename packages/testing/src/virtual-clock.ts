@@ -3,6 +3,7 @@
  * @module
  */
 import type { Clock } from "@keel/core";
+import { hostSetImmediate } from "./host.js";
 
 /**
  * A {@link Clock} whose time is controlled by the test.
@@ -70,7 +71,8 @@ interface Timer {
  *
  * With `autojump` (on by default), when every task is suspended and nothing held is in flight, time
  * jumps to the next timer: the check runs on `setImmediate`, after the runtime's queue and every
- * pending promise callback have drained, so a test never sleeps for real. Timers due at one instant
+ * pending promise callback have drained, so a test never sleeps for real. It is the host's own
+ * `setImmediate`, kept from module load, so autojump works under `vi.useFakeTimers()` too. Timers due at one instant
  * fire in registration order, all before any task they wake resumes.
  *
  * @example
@@ -121,7 +123,7 @@ export function createVirtualClock(options: { start?: number; autojump?: boolean
   const arm = () => {
     if (armed || !autojump || timers.length === 0) return;
     armed = true;
-    setImmediate(() => {
+    hostSetImmediate(() => {
       armed = false;
       if (!autojump || timers.length === 0 || counting().length > 0) return;
       const next = timers[0]!.at;

@@ -54,10 +54,19 @@ function describeError(error: Error): string {
 }
 
 function describeObject(value: object): string {
+  // An error from another realm (a worker, a vm context) fails `instanceof Error` but reads as one.
+  const { name, message } = value as { name?: unknown; message?: unknown };
+  if (typeof name === "string" && typeof message === "string")
+    return `${name}: ${message}`.split("\n", 1)[0]!;
+  const own = (value as { toString?: unknown }).toString;
+  if (typeof own === "function" && own !== Object.prototype.toString && !Array.isArray(value)) {
+    const text = String(value);
+    if (!text.startsWith("[object ")) return text;
+  }
   const json = shortJson(value);
-  const name = constructorName(value);
-  if (json === undefined) return name ? `[object ${name}]` : safeTag(value);
-  return name && name !== "Object" && name !== "Array" ? `${name} ${json}` : json;
+  const ctor = constructorName(value);
+  if (json === undefined) return ctor ? `[object ${ctor}]` : safeTag(value);
+  return ctor && ctor !== "Object" && ctor !== "Array" ? `${ctor} ${json}` : json;
 }
 
 /** JSON with cycles, bigints, symbols and functions shown instead of throwing or vanishing. */

@@ -4,6 +4,7 @@
  */
 import { checkDurationMs, invalidType } from "./errors.js";
 import { describeThrown } from "./format-value.js";
+import { captureAsyncContext } from "./kernel/async-context.js";
 import type { Clock } from "./kernel/clock.js";
 import type { ContextValues } from "./kernel/context.js";
 import { checkOp, nameOf, type Op } from "./kernel/operation.js";
@@ -60,6 +61,9 @@ export interface RunOptions {
  * (`then`, `catch`, `finally`); a task that fails while nobody has joined it is reported as an
  * unhandled rejection, as a promise's would be. A task that ends cancelled is not.
  *
+ * Every step of the tree's tasks runs in the async context (`AsyncLocalStorage` stores) in force at
+ * this call, whatever other runs do meanwhile: see the guide's async context page.
+ *
  * @example
  * ```ts
  * import { run, sleep } from "@keel/core";
@@ -80,7 +84,7 @@ export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
     name: options.name ?? nameOf(op, "run"),
     parent: null,
     owner: null,
-    runtime: createRuntime(options.onEvent),
+    runtime: createRuntime(captureAsyncContext(), options.onEvent, clock.now()),
     contexts: rootContexts(clock, budget, options.random),
     deadline: Infinity,
   });

@@ -68,22 +68,27 @@ describe("retry with a zero backoff", () => {
   });
 
   it("still yields between attempts when they are unbounded, so a cancellation from outside can arrive", async () => {
-    // Real clock, on purpose: a loop that never yielded would never let the host timer run, and
-    // this test would hang. The timer is armed from the second attempt (not at a fixed delay from
-    // the start), so a slow machine cannot make the first attempt the only one.
+    // Real clock, on purpose: a loop that never yielded would never let a host callback run.
     const { constant, retry, run } = await import("@keel/core");
     let attempts = 0;
     const t = run(() =>
       retry(
         function* flaky() {
           attempts++;
-          if (attempts === 2) setTimeout(() => t.cancel("enough"), 0);
           throw Object.assign(new Error("busy"), { status: 503 });
         },
         { attempts: Infinity, backoff: constant(0) },
       ),
     );
+    // A host callback that cancels once a few attempts have run: it gets to run at all only if the
+    // loop yields to the event loop (a loop that never did would hang this test). Polled on
+    // setImmediate rather than on a timer, so a busy machine cannot make it arrive after attempt 1.
+    const cancelAfterSomeAttempts = () => {
+      if (attempts >= 3) t.cancel("enough");
+      else setImmediate(cancelAfterSomeAttempts);
+    };
+    setImmediate(cancelAfterSomeAttempts);
     await expect(t).rejects.toMatchObject({ name: "TaskCancelledError" });
-    expect(attempts).toBeGreaterThan(1);
+    expect(attempts).toBeGreaterThanOrEqual(3);
   });
 });

@@ -3,6 +3,7 @@
  * @module
  */
 import { checkDurationMs, invalidType } from "./errors.js";
+import { captureAsyncContext } from "./kernel/async-context.js";
 import type { Clock } from "./kernel/clock.js";
 import type { ContextValues } from "./kernel/context.js";
 import { checkOp, nameOf, type Op } from "./kernel/operation.js";
@@ -51,6 +52,9 @@ export interface RunOptions {
  * `task.cancel()`, which settles once everything under it has unwound. Nothing is reported as an
  * unhandled rejection unless you await the task and ignore the error.
  *
+ * Every step of the tree's tasks runs in the async context (`AsyncLocalStorage` stores) in force at
+ * this call, whatever other runs do meanwhile: see the guide's async context page.
+ *
  * @example
  * ```ts
  * import { run, sleep } from "@keel/core";
@@ -71,7 +75,7 @@ export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
     name: options.name ?? nameOf(op, "run"),
     parent: null,
     owner: null,
-    runtime: createRuntime(options.onEvent),
+    runtime: createRuntime(captureAsyncContext(), options.onEvent, clock.now()),
     contexts: rootContexts(clock, budget, options.random),
     deadline: Infinity,
   });

@@ -186,6 +186,16 @@ describe("main in a real process", () => {
     expect(child.stdoutLines()).toEqual(["ready"]);
   });
 
+  it("a root that throws a plain object prints it readably, not as [object Object]", async () => {
+    const child = startFixture("throw-object");
+
+    const exit = await child.exited;
+
+    expect(exit.code).toBe(1);
+    expect(child.stderr()).toMatch(/keel: app#\d+ failed:\n\{"status":503,"reason":"upstream down"\}\n/);
+    expect(child.stderr()).not.toContain("[object Object]");
+  });
+
   it("a cleanup that throws during shutdown makes the process fail with code 1, the error printed", async () => {
     const child = startFixture("cleanup-fails", "3000");
     await child.waitForLine("ready");

@@ -11,7 +11,7 @@ import type { Clock } from "./clock.js";
 import type { ContextValues } from "./context.js";
 import { Frame, sequence } from "./frame.js";
 import type { Interruptible, Outcome, Suspension } from "./operation.js";
-import { enqueue, whenDrained } from "./scheduler.js";
+import { enqueue, type Runnable, whenDrained } from "./scheduler.js";
 import type { TaskImpl } from "./task.js";
 
 export const CLOCK_KEY: unique symbol = Symbol("keel.clock");
@@ -53,7 +53,7 @@ export interface Unwinding {
   cancelTimer: (() => void) | null;
 }
 
-export interface Current {
+export interface Current extends Runnable {
   readonly s: Suspension;
   readonly since: number;
   teardown: (() => void) | undefined;
@@ -409,21 +409,5 @@ export abstract class CancellableTask {
     this.top = frame.parent!;
     frame.closed = true;
     frame.runCleanups();
-  }
-
-  /** Cancels the children still running when a frame's operation settles (reason `parent`). */
-  cancelChildrenAtExit(frame: Frame): void {
-    if (!frame.children) return;
-    const reason: CancelReason = {
-      kind: "parent",
-      at: this.clock.now(),
-      scope: frame.info,
-      message: `${frame.label} finished`,
-    };
-    let next = frame.children.first;
-    for (let child = next; child; child = next) {
-      next = child.nextSibling;
-      child.cancelFromOutside(reason);
-    }
   }
 }

@@ -10,6 +10,7 @@
  */
 import { appendSuppressed, KeelError, TaskCancelledError } from "../errors.js";
 import { type KeelEvent, type KeelEventInput, warningEvents } from "../observe/events.js";
+import type { AsyncContext } from "./async-context.js";
 import {
   BUDGET_KEY,
   CancellableTask,
@@ -22,6 +23,7 @@ import { Cancelled, type CancelReason, isCancelled } from "./cancelled.js";
 import { type Clock, stampNow } from "./clock.js";
 import type { ContextValues } from "./context.js";
 import { Frame } from "./frame.js";
+import { closeNext } from "./frame-exit.js";
 import {
   ASK_TASK,
   CURRENT_TASK,
@@ -302,6 +304,11 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     return this;
   }
 
+  /** @internal The async context the scheduler runs this task's steps in: its runtime's. */
+  get asyncContext(): AsyncContext {
+    return this.runtime.asyncContext;
+  }
+
   /** @internal The scheduler's entry point (a task queues itself to begin: no closure per spawn). */
   run(): void {
     this.begin();
@@ -407,7 +414,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     const level = cur.s.interruptible === "never" ? "never" : "normal";
     const c = this.takeDelivery(level);
     if (c) {
-      if (!o.ok && !isCancelled(o.error)) {
+      if (!o.ok && !isCancelled(o.error) && !this.holdsError(o.error)) {
         this.emit({
           type: "error:suppressed",
           error: o.error,
@@ -418,6 +425,22 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       this.advance(false, c);
     } else if (o.ok) this.advance(true, o.value);
     else this.advance(false, o.error);
+  }
+
+  /**
+   * True when a scope of this task or of an ancestor has recorded `error` (a joined task that failed
+   * its owner), so that scope throws it, or attaches it, when it exits: replacing it here by a
+   * cancellation drops nothing, and is not reported as a suppressed error. Walked only on that rare
+   * path.
+   */
+  private holdsError(error: unknown): boolean {
+    let f: Frame | null = this.rootOpened ? this.top : this.owner;
+    while (f !== null) {
+      const errors = f.errors;
+      if (errors !== null && errors.includes(error)) return true;
+      f = f.parent ?? f.task.owner;
+    }
+    return false;
   }
 
   /** @internal */
@@ -473,9 +496,12 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     root.bodySettled = true;
     if (!o.ok && !isCancelled(o.error)) root.recordError(o.error);
     this.bodyOutcome = o;
-    if (root.children?.size) {
-      this.cancelChildrenAtExit(root);
-      root.waiter = () => this.finish();
+    if (closeNext(root)) {
+      const step = () => {
+        if (closeNext(root)) root.waiter = step;
+        else this.finish();
+      };
+      root.waiter = step;
     } else {
       this.finish();
     }
@@ -650,16 +676,20 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 }
 
-/** A child settled: unlink it, apply the frame's failure policy, and wake a scope waiting to exit. */
+/**
+ * A child settled: unlink it, apply the frame's failure policy, and wake a scope waiting to exit
+ * once its task children are all gone (and again as each resource goes: see `closeNext`).
+ */
 function childSettled(frame: Frame, child: TaskImpl<unknown>): void {
   frame.children?.delete(child);
+  if (child.isResource) frame.countResource(-1);
   if (frame.policy) frame.policy.onChildSettled(child);
   else {
     // A shield consumes its task's outcome itself (semantics §6), so it never fails the owner.
     const f = child.outcome;
     if (f?.state === "failed" && !child.shielded) failFrame(frame, f.error);
   }
-  if (frame.waiter && !frame.children?.size) {
+  if (frame.waiter && (frame.children === null ? 0 : frame.children.size) === frame.liveResources) {
     const w = frame.waiter;
     frame.waiter = null;
     w();
@@ -753,6 +783,9 @@ class Waiting implements Current {
     readonly since: number,
   ) {
     shapes.waiting = this;
+  }
+  get asyncContext(): AsyncContext {
+    return this.task.runtime.asyncContext;
   }
   resolve(outcome: Outcome<unknown>): void {
     if (this.outcome || !this.task.isWaitingAt(this)) return;

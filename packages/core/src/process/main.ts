@@ -3,6 +3,7 @@
  * @module
  */
 import { checkDurationMs, invalidType } from "../errors.js";
+import { describeThrown } from "../format-value.js";
 import type { CancelReason } from "../kernel/cancelled.js";
 import type { Clock } from "../kernel/clock.js";
 import { checkOp, nameOf, type Op } from "../kernel/operation.js";
@@ -201,7 +202,7 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
  * §2: errors are never dropped). Written without `node:util`, so the barrel stays loadable anywhere.
  */
 function describeError(error: unknown, depth = 0): string {
-  if (!(error instanceof Error)) return safeString(error);
+  if (!(error instanceof Error)) return describeThrown(error);
   const lines = [error.stack ?? `${error.name}: ${error.message}`];
   // A cause chain can loop; a few levels say everything a human reads anyway.
   if (depth >= 8) return lines[0]!;
@@ -214,12 +215,4 @@ function describeError(error: unknown, depth = 0): string {
 
 function indent(text: string): string {
   return text.replace(/\n/g, "\n  ");
-}
-
-function safeString(value: unknown): string {
-  try {
-    return String(value);
-  } catch {
-    return Object.prototype.toString.call(value);
-  }
 }

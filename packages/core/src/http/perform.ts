@@ -15,7 +15,8 @@ import { type AttemptInfo, retry } from "../resilience/retry.js";
 import { isTransient } from "../resilience/transient.js";
 import { timeoutScope } from "../time/timeout.js";
 import { HttpError } from "./errors.js";
-import { createExchange, type Exchange } from "./exchange.js";
+import { createExchange } from "./exchange.js";
+import type { Exchange } from "./exchange-state.js";
 import {
   closePhase,
   endFrame,

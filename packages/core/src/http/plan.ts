@@ -6,8 +6,8 @@ import type { Dispatcher } from "undici";
 import { checkDurationMs, invalidRange, invalidType } from "../errors.js";
 import type { Clock } from "../kernel/clock.js";
 import type { RetryPolicy } from "../resilience/retry.js";
-import type { HttpClientOptions, HttpTimeouts, RequestOptions } from "./client.js";
 import { type ConnectionBook, originKey } from "./connections.js";
+import type { HttpClientOptions, HttpTimeouts, RequestOptions } from "./options.js";
 
 /** Everything a request needs, validated when the request was made. */
 export interface RequestPlan {

@@ -7,7 +7,7 @@ import { CURRENT_TASK, type Operation, suspension } from "../kernel/operation.js
 import type { TaskImpl } from "../kernel/task.js";
 import { timeoutScope } from "../time/timeout.js";
 import { BodyReleasedError, HttpTimeoutError } from "./errors.js";
-import type { Exchange } from "./exchange.js";
+import type { Exchange } from "./exchange-state.js";
 
 /**
  * A response whose body is read with operations, inside the scope that made the request.

@@ -125,8 +125,9 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       closed = true;
       // Started synchronously, so the sockets close even if this cleanup can no longer suspend.
       const release = clock.hold?.("http client: closing the pool");
-      connections.destroyAll();
       const destroyed = agent.destroy().catch(() => {});
+      // After undici's own teardown: what it lost track of (see connections.ts) closes too.
+      connections.destroyAll();
       if (release) destroyed.then(() => setImmediate(release));
       yield* until(destroyed);
     }

@@ -5,7 +5,14 @@
 export type { HttpClient } from "./client.js";
 export { createHttpClient } from "./client.js";
 export type { HttpPhase } from "./errors.js";
-export { BodyReleasedError, HttpError, HttpTimeoutError, httpTimeoutCodes, isHttpError } from "./errors.js";
+export {
+  BodyReleasedError,
+  HttpError,
+  HttpResponseTooLargeError,
+  HttpTimeoutError,
+  httpTimeoutCodes,
+  isHttpError,
+} from "./errors.js";
 export type { HttpClientOptions, HttpTimeouts, RequestOptions } from "./options.js";
 export type { HttpResponse } from "./response.js";
 export { parseRetryAfter } from "./retry-after.js";

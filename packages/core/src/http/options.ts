@@ -79,6 +79,8 @@ export interface RequestOptions {
   idempotencyKey?: string;
   /** Which statuses are a success (default: below 400); `false` accepts every status. */
   expect?: ((status: number) => boolean) | false;
+  /** Replaces the client's `maxResponseBytes` for this request. */
+  maxResponseBytes?: number;
 }
 
 /**
@@ -119,4 +121,9 @@ export interface HttpClientOptions {
   retry?: RetryPolicy | false;
   /** A header that carries the remaining deadline in ms downstream (default: none). */
   deadlineHeader?: string | false;
+  /**
+   * The largest body read whole (`text()`, `bytes()`, `json()`, `getJson`), in bytes as received
+   * (default 64 MiB; `Infinity`: no limit). `chunks()` is not limited: it holds one chunk at a time.
+   */
+  maxResponseBytes?: number;
 }

@@ -28,7 +28,7 @@ import {
   totalTimeout,
 } from "./limits.js";
 import type { RequestPlan } from "./plan.js";
-import { HttpResponseImpl } from "./response.js";
+import { announcedTooLarge, HttpResponseImpl, tooLarge } from "./response.js";
 import { parseRetryAfter } from "./retry-after.js";
 
 const EXCERPT_BYTES = 2048;
@@ -203,7 +203,7 @@ function* attempt(
       });
     }
     if (plan.mode === "json") {
-      const body = yield* readBody(task, ex, startedAt, Infinity);
+      const body = yield* readBody(task, ex, startedAt, Infinity, plan.maxResponseBytes);
       // A 2xx of a GET: bodyless by its 204 or its `content-length: 0`.
       if (ex.bodyless) return undefined;
       return JSON.parse(body.toString("utf8"));
@@ -218,6 +218,7 @@ function* attempt(
       bodyIdleMs: timeouts.bodyIdleMs,
       totalDeadline,
       totalMs: timeouts.totalMs,
+      maxBytes: plan.maxResponseBytes,
     });
     res.onConsumed(owner.onExit(() => res.release()));
     handedOver = true;
@@ -235,15 +236,18 @@ function* attempt(
 
 /**
  * Reads the body until its end, or until `max` bytes: every wait bounded by the gap allowed between
- * chunks (once a first one has come) and by the timer's total.
+ * chunks (once a first one has come) and by the timer's total. A body over `limit` bytes throws.
  */
 function* readBody(
   task: TaskImpl<unknown>,
   ex: Exchange,
   startedAt: number,
   max: number,
+  limit = Infinity,
 ): Generator<unknown, Buffer, unknown> {
   const plan = ex.plan;
+  const announced = announcedTooLarge(ex, limit);
+  if (announced) throw announced;
   let parts: Buffer[] | null = null;
   let size = 0;
   for (;;) {
@@ -265,6 +269,7 @@ function* readBody(
     }
     const taken = ex.take();
     for (const c of taken) size += c.length;
+    if (size > limit) throw tooLarge(plan.label, limit, size, false);
     parts = parts === null ? taken : parts.concat(taken);
     if (size >= max) break;
     if (ex.stage === "failed") throw ex.error;

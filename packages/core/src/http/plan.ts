@@ -35,7 +35,15 @@ export interface RequestPlan {
   readonly deadlineHeader: string | false;
   /** `response`: hand the response to the caller; `json`: read and parse it within the attempt. */
   readonly mode: "response" | "json";
+  /** The largest body read whole, in bytes. */
+  readonly maxResponseBytes: number;
 }
+
+/**
+ * 64 MiB: far above an API's answer, yet a body that is not one (a misrouted download, a runaway
+ * export) fails instead of taking the heap, which a buffered read needs about twice of.
+ */
+export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 
 export const DEFAULT_TIMEOUTS: Required<HttpTimeouts> = {
   connectMs: 10_000,
@@ -53,6 +61,7 @@ export interface ClientBase {
   readonly timeouts: Required<HttpTimeouts>;
   readonly retry: RetryPolicy | false;
   readonly deadlineHeader: string | false;
+  readonly maxResponseBytes: number;
 }
 
 /** A live client: its options and pool, and the targets its paths resolved to. */
@@ -100,7 +109,15 @@ export function checkClientOptions(o: HttpClientOptions): ClientBase {
     timeouts: { ...DEFAULT_TIMEOUTS, ...checkTimeouts("createHttpClient({ timeouts })", o.timeouts) },
     retry: o.retry ?? {},
     deadlineHeader: o.deadlineHeader ?? false,
+    maxResponseBytes: checkMaxBytes("createHttpClient({ maxResponseBytes })", o.maxResponseBytes),
   };
+}
+
+function checkMaxBytes(where: string, n: number | undefined): number {
+  if (n === undefined) return DEFAULT_MAX_RESPONSE_BYTES;
+  if (typeof n !== "number" || !(Number.isInteger(n) || n === Infinity) || n < 0)
+    throw invalidRange(where, "a whole number of bytes ≥ 0, or Infinity", n);
+  return n;
 }
 
 export function checkTimeouts(where: string, t: HttpTimeouts | undefined): HttpTimeouts {
@@ -167,6 +184,10 @@ export function planFor(
     expect: mode === "json" ? is2xx : o.expect === false ? always : (o.expect ?? below400),
     deadlineHeader: client.deadlineHeader,
     mode,
+    maxResponseBytes:
+      o.maxResponseBytes === undefined
+        ? client.maxResponseBytes
+        : checkMaxBytes("request(path, { maxResponseBytes })", o.maxResponseBytes),
   };
 }
 

@@ -14,6 +14,7 @@ import type { HttpClientOptions, RequestOptions } from "./options.js";
 import { performRequest } from "./perform.js";
 import { type ClientState, checkClientOptions, planFor } from "./plan.js";
 import type { HttpResponse } from "./response.js";
+import { type HttpClientStats, statsOf } from "./stats.js";
 
 /**
  * An HTTP client bound to the scope that created it.
@@ -48,6 +49,8 @@ export interface HttpClient {
   delete(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse>;
   /** Request, check for 2xx, read and parse the JSON body: one budget, retried as one. */
   getJson<T = unknown>(path: string, options?: Omit<RequestOptions, "method" | "expect">): Operation<T>;
+  /** The pools' numbers now (connections open and free, requests running, pending and queued). */
+  stats(): HttpClientStats;
 }
 
 /**
@@ -85,13 +88,16 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
   return resource<HttpClient>(function* httpClient(provide) {
     const clock = yield* useClock();
     const connections = new ConnectionBook(clock);
-    const agent = new Agent({
-      connections: options.connections ?? 10,
-      pipelining: 1,
-      connect: connections.connector(),
-      headersTimeout: 0,
-      bodyTimeout: 0,
-    });
+    const own = options.dispatcher === undefined;
+    const agent =
+      options.dispatcher ??
+      new Agent({
+        connections: options.connections ?? 10,
+        pipelining: 1,
+        connect: connections.connector(),
+        headersTimeout: 0,
+        bodyTimeout: 0,
+      });
     const state: ClientState = { ...base, agent, connections, clock, targets: new Map() };
     let closed = false;
     const call = (
@@ -118,6 +124,7 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       delete: verb("DELETE"),
       getJson: <T>(path: string, opts: Omit<RequestOptions, "method" | "expect"> = {}) =>
         call(path, opts, "GET", "json") as Operation<T>,
+      stats: () => statsOf(agent),
     };
     try {
       yield* provide(client);
@@ -125,7 +132,8 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       closed = true;
       // Started synchronously, so the sockets close even if this cleanup can no longer suspend.
       const release = clock.hold?.("http client: closing the pool");
-      const destroyed = agent.destroy().catch(() => {});
+      // A dispatcher of the user's is theirs to close; every request of this client has ended.
+      const destroyed = own ? agent.destroy().catch(() => {}) : Promise.resolve();
       // After undici's own teardown: what it lost track of (see connections.ts) closes too.
       connections.destroyAll();
       if (release) destroyed.then(() => setImmediate(release));

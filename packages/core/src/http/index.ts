@@ -13,6 +13,13 @@ export {
   httpTimeoutCodes,
   isHttpError,
 } from "./errors.js";
-export type { HttpClientOptions, HttpTimeouts, RequestOptions } from "./options.js";
+export type {
+  HttpAttemptHook,
+  HttpAttemptInfo,
+  HttpClientOptions,
+  HttpTimeouts,
+  RequestOptions,
+} from "./options.js";
 export type { HttpResponse } from "./response.js";
 export { parseRetryAfter } from "./retry-after.js";
+export type { HttpClientStats, HttpPoolStats } from "./stats.js";

@@ -3,6 +3,8 @@
  * apart so the folder reads top-down (no file imports one that imports it).
  * @module
  */
+import type { Dispatcher } from "undici";
+import type { Operation } from "../kernel/operation.js";
 import type { RetryPolicy } from "../resilience/retry.js";
 
 /**
@@ -126,4 +128,84 @@ export interface HttpClientOptions {
    * (default 64 MiB; `Infinity`: no limit). `chunks()` is not limited: it holds one chunk at a time.
    */
   maxResponseBytes?: number;
+  /**
+   * An undici dispatcher of your own (a `ProxyAgent`, an `Agent` with TLS `connect` options, a
+   * `MockAgent`, `agent.compose(...)`), instead of the client's own Agent. You keep it, and close
+   * it: the client's end does not. The client's `connections` do not apply to it, and neither do
+   * its connection books (see the HTTP guide, "Your own dispatcher").
+   */
+  dispatcher?: Dispatcher;
+  /** Wraps every attempt, the client's retries included: a rate limiter, a breaker, logging. */
+  around?: HttpAttemptHook;
 }
+
+/**
+ * What {@link HttpAttemptHook} learns about the attempt it wraps.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createHttpClient, type HttpAttemptInfo } from "@keel/core/http";
+ * import { createServer } from "node:http";
+ * let calls = 0;
+ * const server = createServer((_, res) => {
+ *   res.statusCode = ++calls === 1 ? 503 : 200;
+ *   res.end("{}");
+ * }).listen(0, "127.0.0.1");
+ * await new Promise((r) => server.once("listening", r));
+ * const { port } = server.address() as { port: number };
+ * const seen: string[] = [];
+ * await run(function* () {
+ *   const client = yield* createHttpClient({
+ *     baseUrl: `http://127.0.0.1:${port}`,
+ *     retry: { attempts: 2, backoff: { next: () => 0 } },
+ *     around: (attempt, info: HttpAttemptInfo) => {
+ *       seen.push(`${info.label} #${info.attempt}`);
+ *       return attempt;
+ *     },
+ *   });
+ *   yield* client.getJson("/orders");
+ * });
+ * console.log(seen); // ["GET /orders #1", "GET /orders #2"]
+ * server.close();
+ * ```
+ */
+export interface HttpAttemptInfo {
+  /** 1 for the first attempt of a call, 2 for its first retry… */
+  readonly attempt: number;
+  readonly method: string;
+  readonly url: string;
+  /** `GET /orders?page=2`: the method, path and query. */
+  readonly label: string;
+}
+
+/**
+ * Runs one attempt: `attempt` is the request (for `getJson`, with its body read and parsed), to run
+ * once with `yield*`, or not at all (then what the hook throws is the attempt's failure, which the
+ * client's retry judges like any other). It runs inside the attempt's limits (`perAttemptMs`,
+ * `totalMs`, the caller's deadline).
+ *
+ * @example
+ * ```ts
+ * import { createCircuitBreaker, createRateLimiter, run } from "@keel/core";
+ * import { createHttpClient, type HttpAttemptHook } from "@keel/core/http";
+ * import { createServer } from "node:http";
+ * const server = createServer((_, res) => res.end('{"ok":true}')).listen(0, "127.0.0.1");
+ * await new Promise((r) => server.once("listening", r));
+ * const { port } = server.address() as { port: number };
+ * const limiter = createRateLimiter({ perSecond: 50, burst: 5 });
+ * const breaker = createCircuitBreaker({ name: "orders", failureThreshold: 5, halfOpenAfterMs: 10_000 });
+ * // Every attempt, retries included, takes a token and goes through the breaker.
+ * const around: HttpAttemptHook = function* (attempt) {
+ *   yield* limiter.take();
+ *   return yield* breaker.run(attempt);
+ * };
+ * const body = await run(function* () {
+ *   const client = yield* createHttpClient({ baseUrl: `http://127.0.0.1:${port}`, around });
+ *   return yield* client.getJson("/orders/7");
+ * });
+ * console.log(body, breaker.state); // { ok: true } closed
+ * server.close();
+ * ```
+ */
+export type HttpAttemptHook = <T>(attempt: Operation<T>, info: HttpAttemptInfo) => Operation<T>;

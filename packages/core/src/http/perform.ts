@@ -27,6 +27,7 @@ import {
   timeoutError,
   totalTimeout,
 } from "./limits.js";
+import type { HttpAttemptInfo } from "./options.js";
 import type { RequestPlan } from "./plan.js";
 import { announcedTooLarge, HttpResponseImpl, tooLarge } from "./response.js";
 import { parseRetryAfter } from "./retry-after.js";
@@ -36,7 +37,7 @@ const EXCERPT_BYTES = 2048;
 const neverSent = new WeakSet<object>();
 
 export function performRequest(plan: RequestPlan): Operation<unknown> {
-  return plan.retry === false ? new SingleAttempt(plan) : retried(plan);
+  return plan.retry === false && plan.around === null ? new SingleAttempt(plan) : retried(plan);
 }
 
 /** A call without retry; every run of it is a new call. */
@@ -83,9 +84,10 @@ function* single(plan: RequestPlan): Generator<unknown, unknown, unknown> {
   return value;
 }
 
+/** A call with retry, or through the client's `around`: the total is a timeout scope around it all. */
 function retried(plan: RequestPlan): Operation<unknown> {
   const { label, clock } = plan;
-  const policy = plan.retry as Exclude<RequestPlan["retry"], false>;
+  const policy = plan.retry;
   return {
     *[Symbol.iterator]() {
       const task = taskOf(yield CURRENT_TASK, label);
@@ -93,18 +95,16 @@ function retried(plan: RequestPlan): Operation<unknown> {
       const owner = task.top;
       const totalMs = plan.timeouts.totalMs;
       const totalDeadline = totalMs === Infinity ? Infinity : clock.now() + totalMs;
-      const attemptOp: Operation<unknown> = {
-        [Symbol.iterator]: () => {
-          const ex = createExchange(plan, headersFor(plan, task), 0, Infinity);
-          // As in `single` without a total: the scope retry runs the attempt in gives the timer back.
-          const off = task.top.onExit(() => stopTimer(ex));
-          return withCleanup(attempt(plan, task, owner, ex, totalDeadline), off);
-        },
-      };
-      const retryOn = (error: unknown, info: AttemptInfo) =>
-        (policy.retryOn ?? isTransient)(error, info) && (plan.idempotent || neverSent.has(error as object));
-      const namedAttempt = Object.defineProperty(() => attemptOp, "name", { value: label });
-      let op = retry(namedAttempt, { attempts: 3, ...policy, retryOn });
+      let started = 0;
+      const attemptOp = () => oneAttempt(plan, owner, totalDeadline, ++started);
+      let op: Operation<unknown>;
+      if (policy === false) op = attemptOp();
+      else {
+        const retryOn = (error: unknown, info: AttemptInfo) =>
+          (policy.retryOn ?? isTransient)(error, info) && (plan.idempotent || neverSent.has(error as object));
+        const namedAttempt = Object.defineProperty(attemptOp, "name", { value: label });
+        op = retry(namedAttempt, { attempts: 3, ...policy, retryOn });
+      }
       if (totalDeadline !== Infinity) {
         op = timeoutScope(op, `${label} total`, () => totalDeadline, {
           make: (i) => timeoutError(task, plan, "total", totalMs, i.deadline, i.elapsedMs),
@@ -115,15 +115,40 @@ function retried(plan: RequestPlan): Operation<unknown> {
   };
 }
 
-function* withCleanup<T>(
-  it: Generator<unknown, T, unknown>,
-  off: () => void,
-): Generator<unknown, T, unknown> {
-  try {
-    return yield* it;
-  } finally {
-    off();
-  }
+/**
+ * Attempt `n` as an operation: a fresh exchange each time it runs, in whichever task runs it (a
+ * hook may hand it to another), through the client's `around` when it has one.
+ */
+function oneAttempt(plan: RequestPlan, owner: Frame, totalDeadline: number, n: number): Operation<unknown> {
+  let wrote = false;
+  const request: Operation<unknown> = {
+    [Symbol.iterator]: function* () {
+      const task = taskOf(yield CURRENT_TASK, plan.label);
+      const ex = createExchange(plan, headersFor(plan, task), 0, Infinity);
+      // The scope the attempt runs in gives the timer back, an abandoned task's included.
+      const off = task.top.onExit(() => stopTimer(ex));
+      try {
+        return yield* attempt(plan, task, owner, ex, totalDeadline);
+      } finally {
+        wrote ||= ex.written;
+        off();
+      }
+    },
+  };
+  const around = plan.around;
+  if (around === null) return request;
+  const info: HttpAttemptInfo = { attempt: n, method: plan.method, url: plan.href, label: plan.label };
+  return {
+    *[Symbol.iterator]() {
+      try {
+        return yield* around(request, info);
+      } catch (e) {
+        // Refused by the hook (a breaker, a limiter) before anything was sent: safe to retry.
+        if (!wrote && !isCancelled(e) && typeof e === "object" && e !== null) neverSent.add(e);
+        throw e;
+      }
+    },
+  };
 }
 
 /** The request's headers, with the deadline in force when the client sends one downstream. */

@@ -7,7 +7,7 @@ import { checkDurationMs, invalidRange, invalidType } from "../errors.js";
 import type { Clock } from "../kernel/clock.js";
 import type { RetryPolicy } from "../resilience/retry.js";
 import { type ConnectionBook, originKey } from "./connections.js";
-import type { HttpClientOptions, HttpTimeouts, RequestOptions } from "./options.js";
+import type { HttpAttemptHook, HttpClientOptions, HttpTimeouts, RequestOptions } from "./options.js";
 
 /** Everything a request needs, validated when the request was made. */
 export interface RequestPlan {
@@ -37,6 +37,7 @@ export interface RequestPlan {
   readonly mode: "response" | "json";
   /** The largest body read whole, in bytes. */
   readonly maxResponseBytes: number;
+  readonly around: HttpAttemptHook | null;
 }
 
 /**
@@ -62,6 +63,7 @@ export interface ClientBase {
   readonly retry: RetryPolicy | false;
   readonly deadlineHeader: string | false;
   readonly maxResponseBytes: number;
+  readonly around: HttpAttemptHook | null;
 }
 
 /** A live client: its options and pool, and the targets its paths resolved to. */
@@ -94,6 +96,11 @@ export function checkClientOptions(o: HttpClientOptions): ClientBase {
     if (!/^https?:$/.test(baseUrl.protocol))
       throw invalidType("createHttpClient({ baseUrl })", "an http(s) URL", o.baseUrl);
   }
+  if (o.around !== undefined && typeof o.around !== "function")
+    throw invalidType("createHttpClient({ around })", "a function (attempt, info) => operation", o.around);
+  const d = o.dispatcher as { dispatch?: unknown } | undefined;
+  if (d !== undefined && (typeof d !== "object" || d === null || typeof d.dispatch !== "function"))
+    throw invalidType("createHttpClient({ dispatcher })", "an undici Dispatcher", o.dispatcher);
   const c = o.connections;
   if (c !== undefined && (typeof c !== "number" || !Number.isInteger(c) || c < 1)) {
     throw invalidRange("createHttpClient({ connections })", "a whole number ≥ 1", c);
@@ -110,6 +117,7 @@ export function checkClientOptions(o: HttpClientOptions): ClientBase {
     retry: o.retry ?? {},
     deadlineHeader: o.deadlineHeader ?? false,
     maxResponseBytes: checkMaxBytes("createHttpClient({ maxResponseBytes })", o.maxResponseBytes),
+    around: o.around ?? null,
   };
 }
 
@@ -188,6 +196,7 @@ export function planFor(
       o.maxResponseBytes === undefined
         ? client.maxResponseBytes
         : checkMaxBytes("request(path, { maxResponseBytes })", o.maxResponseBytes),
+    around: client.around,
   };
 }
 

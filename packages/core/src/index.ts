@@ -2,7 +2,7 @@
  * `@keel/core`: structured concurrency for TypeScript.
  *
  * An explicit barrel: everything public is named here; nothing under `internal` paths is exported.
- * @module
+ * @module @keel/core
  */
 
 export type { KeelErrorCode } from "./errors.js";

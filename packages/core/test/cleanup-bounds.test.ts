@@ -206,6 +206,28 @@ describe("the cleanup budget counts from the request (semantics §5)", () => {
   });
 });
 
+describe("abandonment reaches a loop that never suspends (found by the attacker property test)", () => {
+  it("a loop that swallows what entering a scope throws after the cut is abandoned, not spun forever", async () => {
+    const h = createHarness();
+    const t = h.run(
+      function* spin() {
+        for (;;) {
+          try {
+            // After the cut, entering the scope throws at once: no suspension point is reached.
+            yield* scoped(suspend);
+          } catch {}
+        }
+      },
+      { cleanupBudgetMs: 100 },
+    );
+    const settled = cancelAt(h, t, 10);
+
+    expect(await settled).toBe(110);
+    expect(h.eventsOf("cleanup:abandon").map((e) => e.at)).toEqual([110]);
+    await h.expectClean();
+  });
+});
+
 describe("the virtual clock cannot freeze (semantics §5 on a virtual clock)", () => {
   it("a loop of sleep(0) that swallows its cancellation is cut and abandoned at the budget, as on a real clock", async () => {
     const h = createHarness();

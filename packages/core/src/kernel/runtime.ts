@@ -39,7 +39,10 @@ export function createRuntime(
         }
       } else if (warningEvents.has(event.type)) {
         const ms = Math.round(event.at - origin);
-        console.warn(`keel: ${event.type} at ${event.path} (${ms} ms after the run started)`, describe(event));
+        console.warn(
+          `keel: ${event.type} at ${event.path} (${ms} ms after the run started)`,
+          describe(event),
+        );
       }
     },
   };

@@ -46,8 +46,8 @@ class ProgramRun {
   private readonly retried = new Set<unknown>();
   /** Every error the program's own catches saw. */
   private readonly caught: unknown[] = [];
-  /** One entry per `try` entered: how many times its `finally` began. */
-  private readonly finallies: Array<{ id: string; runs: number }> = [];
+  /** One entry per `try` entered: how many times its `finally` began, and the error it handled. */
+  private readonly finallies: Array<{ id: string; runs: number; finished: boolean; pending: unknown }> = [];
 
   constructor(readonly program: Program) {}
 
@@ -102,6 +102,9 @@ class ProgramRun {
   private checkFinallies(problems: string[]): void {
     const abandoned = this.h.eventsOf("cleanup:abandon").length > 0;
     for (const f of this.finallies) {
+      // Abandoned in the middle of its finally: the error it handled is held by a generator that is
+      // never resumed again (semantics §5), out of any runtime's reach, as a language drop is.
+      if (f.runs === 1 && !f.finished && abandoned) this.dropped.add(f.pending);
       if (f.runs > 1) problems.push(`the finally of ${f.id} ran ${f.runs} times`);
       else if (f.runs === 0 && !abandoned) problems.push(`the finally of ${f.id} never ran`);
     }
@@ -232,14 +235,13 @@ class ProgramRun {
   }
 
   private *tryFinally(id: string, body: Seq, fin: Seq): Generator<unknown, void, unknown> {
-    const record = { id, runs: 0 };
+    const record = { id, runs: 0, finished: false, pending: NONE as unknown };
     this.finallies.push(record);
-    let pending: unknown = NONE;
     try {
       yield* this.seq(body);
     } catch (e) {
       this.note(e);
-      pending = e;
+      record.pending = e;
       throw e;
     } finally {
       record.runs++;
@@ -248,9 +250,12 @@ class ProgramRun {
       } catch (f) {
         this.note(f);
         // The language drops the error being handled when the finally exits by a throw.
+        const pending = record.pending;
         if (pending !== NONE && f !== pending && !isCancelled(pending)) this.dropped.add(pending);
         // biome-ignore lint/correctness/noUnsafeFinally: the replacing throw is the fault under test.
         throw f;
+      } finally {
+        record.finished = true;
       }
     }
   }

@@ -60,15 +60,18 @@ type Draft = DistributiveOmit<Node, "id" | "body" | "branches" | "fin"> & {
 const ms = (min: number, max: number) => fc.integer({ min, max });
 const cache = new Map<number, fc.Arbitrary<readonly Draft[]>>();
 
-/** A sequence of up to 3 steps nesting at most `depth` more composite levels. */
-function seq(depth: number): fc.Arbitrary<readonly Draft[]> {
-  const hit = cache.get(depth);
+/** A sequence of up to `maxLength` steps nesting at most `depth` more composite levels. */
+function seq(depth: number, maxLength = 3): fc.Arbitrary<readonly Draft[]> {
+  const key = depth * 10 + maxLength;
+  const hit = cache.get(key);
   if (hit) return hit;
   const leaves: fc.WeightedArbitrary<Draft>[] = [
     { weight: 20, arbitrary: ms(0, 60).map((n) => ({ kind: "sleep", ms: n })) },
     { weight: 3, arbitrary: fc.constant({ kind: "hang" }) },
     { weight: 4, arbitrary: fc.constant({ kind: "throw" }) },
     { weight: 4, arbitrary: ms(0, 60).map((n) => ({ kind: "cancelLast", delayMs: n })) },
+    // The stubborn step: a wait inside a loop that swallows every cancellation (a naive retry loop).
+    { weight: 3, arbitrary: fc.constant({ kind: "swallow", loop: true, body: [{ kind: "hang" }] }) },
   ];
   const body = () => seq(depth - 1);
   const branches = () => fc.array(seq(depth - 1), { minLength: 1, maxLength: 3 });
@@ -119,8 +122,8 @@ function seq(depth: number): fc.Arbitrary<readonly Draft[]> {
               .map((r) => ({ kind: "swallow", ...r })),
           },
         ];
-  const arb = fc.array(fc.oneof(...leaves, ...composites), { maxLength: 3 });
-  cache.set(depth, arb);
+  const arb = fc.array(fc.oneof(...leaves, ...composites), { maxLength });
+  cache.set(key, arb);
   return arb;
 }
 
@@ -142,7 +145,7 @@ function numbered(drafts: readonly Draft[]): Seq {
 /** Random programs nesting up to `maxDepth` composite levels, cancelled from outside 3 times in 4. */
 export function programArbitrary(maxDepth = 3): fc.Arbitrary<Program> {
   return fc.record({
-    body: seq(maxDepth).map(numbered),
+    body: seq(maxDepth, 4).map(numbered),
     cancelAt: fc.oneof({ weight: 3, arbitrary: ms(0, 300) }, { weight: 1, arbitrary: fc.constant(null) }),
   });
 }
@@ -194,17 +197,19 @@ export function childSeqs(n: Node): readonly Seq[] {
 
 /**
  * The contract's bound on cancel -> settle for a program (semantics §5, §6): the cut at one budget
- * and abandonment by two; every shield may hold its caller up to its limit, then its work unwinds
- * within two budgets, and the work's own cleanup may open one more bounded step.
+ * and abandonment by two; an outermost shield may hold its caller up to its limit, then its work
+ * unwinds within two budgets, and the work's own cleanup may open one more bounded step. A shield
+ * nested in a shield's work adds no limit of its own (limits nest: it gets at most what is left of
+ * the enclosing one), only those budgets.
  */
 export function settleBoundMs(p: Program): number {
   let bound = 2 * PROGRAM_BUDGET_MS;
-  const visit = (list: Seq) => {
+  const visit = (list: Seq, inShield: boolean) => {
     for (const n of list) {
-      if (n.kind === "shield") bound += n.limitMs + 3 * PROGRAM_BUDGET_MS;
-      for (const c of childSeqs(n)) visit(c);
+      if (n.kind === "shield") bound += (inShield ? 0 : n.limitMs) + 3 * PROGRAM_BUDGET_MS;
+      for (const c of childSeqs(n)) visit(c, inShield || n.kind === "shield");
     }
   };
-  visit(p.body);
+  visit(p.body, false);
   return bound;
 }

@@ -3,6 +3,7 @@
  * @module
  */
 import type { Clock } from "@keel/core";
+import { hostSetImmediate } from "./host.js";
 
 /**
  * A {@link Clock} whose time is controlled by the test.
@@ -77,11 +78,12 @@ interface Timer {
  *
  * With `autojump` (on by default), when every task is suspended and nothing held is in flight, time
  * jumps to the next timer: the check runs on `setImmediate`, after the runtime's queue and every
- * pending promise callback have drained, so a test never sleeps for real. Timers due at one instant
- * fire in registration order, all before any task they wake resumes. A program that never goes idle
- * with time moving (a loop of `sleep(0)` that swallows its cancellation) is treated as busy: after
- * 1000 jumps in a row that only fired timers already due, time moves on to the next
- * later timer, so a cleanup budget's cut comes as it would on a real clock.
+ * pending promise callback have drained, so a test never sleeps for real. It is the host's own
+ * `setImmediate`, kept from module load, so autojump works under `vi.useFakeTimers()` too. Timers
+ * due at one instant fire in registration order, all before any task they wake resumes. A program
+ * that never goes idle with time moving (a loop of `sleep(0)` that swallows its cancellation) is
+ * treated as busy: after 1000 jumps in a row that only fired timers already due, time moves on to
+ * the next later timer, so a cleanup budget's cut comes as it would on a real clock.
  *
  * @example
  * ```ts
@@ -132,7 +134,7 @@ export function createVirtualClock(options: { start?: number; autojump?: boolean
   const arm = () => {
     if (armed || !autojump || timers.length === 0) return;
     armed = true;
-    setImmediate(() => {
+    hostSetImmediate(() => {
       armed = false;
       if (!autojump || timers.length === 0 || counting().length > 0) return;
       let target = Math.max(timers[0]!.at, current);

@@ -97,7 +97,13 @@ function startKeelTask<T>(
   budgetMs: number | undefined,
 ): TaskImpl<T> {
   if (!env) {
-    return run(op, { name, ...(budgetMs === undefined ? {} : { cleanupBudgetMs: budgetMs }) }) as TaskImpl<T>;
+    const task = run(op, {
+      name,
+      ...(budgetMs === undefined ? {} : { cleanupBudgetMs: budgetMs }),
+    }) as TaskImpl<T>;
+    // Its outcome goes to the effection caller, which reports a failure.
+    task.markHandled();
+    return task;
   }
   const contexts =
     budgetMs === undefined

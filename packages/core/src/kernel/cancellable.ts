@@ -227,7 +227,10 @@ export abstract class CancellableTask {
   /** Throws `Cancelled` here if one is due (entering any Keel operation delivers pending ones). */
   checkpoint(): void {
     const c = this.takeDelivery("normal");
-    if (c) throw c;
+    // Once abandonment is due, the operation goes on to its suspension point, where the runtime
+    // has control and abandons the task: thrown here, the signal would feed a loop that catches
+    // it and enters the operation again without ever yielding (a synchronous infinite loop).
+    if (c && !this.abandonPending) throw c;
   }
 
   /**

@@ -141,6 +141,17 @@ export function invalidUse(parameter: string, rule: string): TypeError {
   return withInvalidArgumentCode(new TypeError(`${parameter}: ${rule}`));
 }
 
+/**
+ * Checks an options argument: `undefined` or a plain object (not an array, not a primitive). Gives it
+ * back typed, so the caller can read its fields.
+ */
+export function checkOptions<O extends object>(parameter: string, options: O | undefined): O | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null || Array.isArray(options))
+    throw invalidType(parameter, "an options object", options);
+  return options;
+}
+
 function withInvalidArgumentCode<E extends Error>(e: E): E {
   Object.defineProperty(e, "code", { value: "KEEL_INVALID_ARGUMENT", enumerable: true });
   return e;

@@ -176,7 +176,10 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
      */
     function keepAlive(): () => void {
       const { port1 } = new MessageChannel();
-      port1.on("message", () => {});
+      // Node's typings have `on("message")`, the DOM's `onmessage`; Node has both at run time, and
+      // setting `onmessage` starts and refs the port. Typed by shape, so this file compiles with
+      // `lib: ["DOM"]` as well (checked by packages/core/test/dom/tsconfig.json).
+      (port1 as unknown as { onmessage: (() => void) | null }).onmessage = () => {};
       return () => port1.close();
     }
   });

@@ -66,6 +66,7 @@ export const errorCodes = {
     raisedBy: "a generator that yields a value instead of yield* an operation",
     retryable: false,
   },
+  KEEL_MAIN_RUNNING: { raisedBy: "main() while another main runs in the process", retryable: false },
 } as const;
 
 /**

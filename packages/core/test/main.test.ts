@@ -141,6 +141,67 @@ describe("main in a real process", () => {
   });
 });
 
+describe("two roots in one process (semantics §8)", () => {
+  it("a second main while one runs is refused with KEEL_MAIN_RUNNING; after it completes, another may run", async () => {
+    const child = startFixture("two-mains");
+
+    const exit = await child.exited;
+
+    expect(exit.code).toBe(0);
+    // Refused at the call, before the first main's body has had its first turn.
+    expect(child.stdoutLines()).toEqual([
+      "second refused: KEEL_MAIN_RUNNING",
+      "ready",
+      "first done",
+      "third ran",
+    ]);
+  });
+
+  it("a failing main cancels a run() root beside it and exits 1 only after that root's finally completes", async () => {
+    const child = startFixture("run-beside-main-fails", "3000");
+
+    const exit = await child.exited;
+
+    expect(exit.code).toBe(1);
+    expect(child.stdoutLines()).toEqual([
+      "worker ready",
+      "ready",
+      "worker cleanup start",
+      "worker cleanup done",
+    ]);
+    expect(child.stderr()).toContain("Error: app failed");
+  });
+
+  it("SIGTERM shuts down a run() root beside main too, and the exit waits for its cleanup", async () => {
+    const child = startFixture("run-beside-main-signal", "3000");
+    await child.waitForLine("ready");
+
+    child.process.kill("SIGTERM");
+    const exit = await child.exited;
+
+    expect(exit.code).toBe(143);
+    expect(child.stdoutLines()).toEqual([
+      "worker ready",
+      "ready",
+      "worker cleanup start",
+      "worker cleanup done",
+    ]);
+  });
+
+  it("a run() root whose cleanup hangs is bounded by the shutdown budget, and the tree printed names it", async () => {
+    const child = startFixture("run-beside-main-hang", "300");
+    await child.waitForLine("ready");
+
+    child.process.kill("SIGTERM");
+    const exit = await child.exited;
+
+    expect(exit.code).toBe(1);
+    expect(child.stdoutLines()).toEqual(["worker ready", "ready", "worker cleanup start"]);
+    expect(child.stderr()).toContain("shutdown exceeded its budget of 300 ms; still running:");
+    expect(child.stderr()).toMatch(/^worker#\d+ cancelling .*waiting on sleep\(60000\)/m);
+  });
+});
+
 describe("main's options", () => {
   it("rejects bad options at the call, naming the option, before installing any handler", () => {
     const before = process.listenerCount("SIGINT");

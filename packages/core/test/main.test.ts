@@ -4,8 +4,10 @@
  * small, waits generous, and timing asserts loose enough for a slow, shared machine.
  */
 import { main, suspend } from "@keel/core";
-import { describe, expect, it } from "vitest";
-import { startChild } from "./support/child.js";
+import { describe, expect, it, vi } from "vitest";
+import { CHILD_TEST_TIMEOUT_MS, startChild } from "./support/child.js";
+
+vi.setConfig({ testTimeout: CHILD_TEST_TIMEOUT_MS });
 
 const fixture = new URL("./fixtures/main-process.ts", import.meta.url);
 const startFixture = (...args: string[]) => startChild(fixture, ...args);

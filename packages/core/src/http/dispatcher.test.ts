@@ -5,7 +5,7 @@
  */
 import { createServer, type Server } from "node:http";
 import { connect, type Socket } from "node:net";
-import { run, spawn, until } from "@keel/core";
+import { constant, run, spawn, until } from "@keel/core";
 import { createHttpClient, HttpTimeoutError } from "@keel/core/http";
 import { Agent, type Dispatcher, MockAgent, ProxyAgent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -147,7 +147,7 @@ describe("a dispatcher of the user's", () => {
         const client = yield* createHttpClient({
           baseUrl: "http://orders.internal",
           dispatcher: mock,
-          retry: { attempts: 2, backoff: { next: () => 0 } as never },
+          retry: { attempts: 2, backoff: constant(0) },
         });
         return yield* client.getJson("/orders/7");
       });

@@ -82,7 +82,7 @@ async function targetOpenAfter(boundMs: number): Promise<number> {
 
 describe("a dispatcher of the user's", () => {
   it("a ProxyAgent tunnels through a real CONNECT proxy, and cancelling a request on the wire closes its tunnel to the server", async () => {
-    const dispatcher = new ProxyAgent(proxyUrl);
+    const dispatcher = new ProxyAgent({ uri: proxyUrl, proxyTunnel: true });
     const arrived = new Promise<void>((r) => {
       onHang = r;
     });
@@ -110,7 +110,7 @@ describe("a dispatcher of the user's", () => {
   });
 
   it("the client's phase limits hold over a user's dispatcher: headersMs ends a request its proxy holds", async () => {
-    const dispatcher = new ProxyAgent(proxyUrl);
+    const dispatcher = new ProxyAgent({ uri: proxyUrl, proxyTunnel: true });
     try {
       const phase = await run(function* () {
         const client = yield* createHttpClient({

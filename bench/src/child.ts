@@ -12,6 +12,8 @@ async function loadPeer(id: string): Promise<Peer> {
   switch (id) {
     case "keel":
       return (await import("./peers/keel.js")).peer;
+    case "keel-contexts":
+      return (await import("./peers/keel-contexts.js")).peer;
     case "effection":
       return (await import("./peers/effection.js")).peer;
     case "effect":

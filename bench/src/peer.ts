@@ -29,5 +29,5 @@ export interface Peer {
 }
 
 /** The libraries compared, Keel first: every ratio is to Keel. */
-export const peerIds = ["keel", "effection", "effect", "async"] as const;
+export const peerIds = ["keel", "keel-contexts", "effection", "effect", "async"] as const;
 export type PeerId = (typeof peerIds)[number];

@@ -19,6 +19,7 @@ const childScript = fileURLToPath(new URL("./child.ts", import.meta.url));
 
 const peerNames: Record<PeerId, string> = {
   keel: "Keel",
+  "keel-contexts": "Keel, 2 runs in 2 ALS contexts",
   effection: "effection 4.1.1",
   effect: "effect 4.1.0",
   async: "async/await + AbortSignal",

@@ -9,6 +9,7 @@ import {
   isCancelled,
   isTaskCancelledError,
   isTimeoutError,
+  retry,
   run,
   sleep,
   suspend,
@@ -42,11 +43,12 @@ function useConnection(): effection.Operation<{ query(sql: string): effection.Op
 //    when the effection operation ends.
 {
   const rows = await run(function* report() {
+    // Pass the generator function, not a generator object: each run starts a fresh one.
     return yield* fromEffection(
-      (function* queryOnce() {
+      function* queryOnce() {
         const db = yield* useConnection();
         return yield* db.query("select 1");
-      })(),
+      },
       { name: "query" },
     );
   });
@@ -62,7 +64,7 @@ function useConnection(): effection.Operation<{ query(sql: string): effection.Op
     timeout(
       20,
       fromEffection(
-        (function* slow() {
+        function* slow() {
           const db = yield* useConnection();
           try {
             yield* effection.sleep(10_000);
@@ -72,7 +74,7 @@ function useConnection(): effection.Operation<{ query(sql: string): effection.Op
           } finally {
             seen.push("effection finally");
           }
-        })(),
+        },
         { name: "slow" },
       ),
     ),
@@ -178,10 +180,10 @@ function useConnection(): effection.Operation<{ query(sql: string): effection.Op
 {
   const task = run(function* holdConnection() {
     yield* fromEffection(
-      (function* idle() {
+      function* idle() {
         yield* useConnection();
         yield* effection.suspend();
-      })(),
+      },
       { name: "idle" },
     );
   });
@@ -189,6 +191,26 @@ function useConnection(): effection.Operation<{ query(sql: string): effection.Op
   await task.cancel("shutdown");
   await assert.rejects(Promise.resolve(task), isTaskCancelledError);
   assert.deepEqual([opened, closed], [3, 3]);
+}
+
+// 8. An operation that runs more than once (a retry, say) takes the generator function: each attempt
+//    starts a fresh generator. A generator object runs only once; its second run throws a TypeError
+//    instead of "succeeding" with undefined.
+{
+  let calls = 0;
+  function* flaky() {
+    yield* effection.sleep(1);
+    if (++calls === 1) throw new Error("first call fails");
+    return "second call works";
+  }
+  const value = await run(() => retry(fromEffection(flaky), { attempts: 2, retryOn: () => true }));
+  assert.equal(value, "second call works");
+  const once = fromEffection(flaky());
+  const twice = run(function* () {
+    yield* once;
+    yield* once;
+  });
+  await assert.rejects(Promise.resolve(twice), /generator object has already run/);
 }
 
 console.log("effection-interop: ok");

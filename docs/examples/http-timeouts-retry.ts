@@ -36,7 +36,7 @@ await run(
     // 1. An HttpTimeoutError is a TimeoutError: the same guard recognises both.
     let headers: unknown = null;
     try {
-      yield* client.post("/hang", { body: "x", timeouts: { headersMs: 15 } });
+      yield* client.post("/hang", { body: "x", timeouts: { headersMs: 100 } });
     } catch (e) {
       headers = e;
     }
@@ -48,7 +48,7 @@ await run(
 
     // 2. A GET whose attempt hit its headers timeout is retried, with fresh limits; the second call
     //    answers.
-    const value = yield* client.getJson("/slow-once", { timeouts: { headersMs: 15 } });
+    const value = yield* client.getJson("/slow-once", { timeouts: { headersMs: 100 } });
     assert.deepEqual(value, { ok: true });
     assert.equal(calls.get("GET /slow-once"), 2);
     console.log("GET, headers timeout on attempt 1: retried, attempt 2 answered");
@@ -71,18 +71,19 @@ await run(
     assert.equal(calls.get("POST /pay"), undefined); // the server never saw it
     console.log("POST, connect timeout in the queue: 3 attempts, the server saw none");
 
-    // 4. totalMs covers every attempt and pause: attempt 1 hits its 25 ms headers limit, attempt 2
-    //    starts after a 5 ms pause, and the 45 ms total ends the call during attempt 2.
+    // 4. totalMs covers every attempt and pause: attempt 1 hits its 150 ms headers limit, attempt 2
+    //    starts after a 5 ms pause, and the 250 ms total ends the call during attempt 2. (Wide
+    //    margins: this runs on the real clock, on machines that may be busy.)
     const attemptsBefore = requests.length;
     let total: unknown = null;
     try {
-      yield* client.get("/hang", { timeouts: { headersMs: 25, totalMs: 45 } });
+      yield* client.get("/hang", { timeouts: { headersMs: 150, totalMs: 250 } });
     } catch (e) {
       total = e;
     }
     assert.ok(total instanceof HttpTimeoutError && total.phase === "total");
     assert.equal(requests.length - attemptsBefore, 2);
-    console.log(`GET, headers 25 ms, total 45 ms: 2 attempts, then ${total.message}`);
+    console.log(`GET, headers 150 ms, total 250 ms: 2 attempts, then ${total.message}`);
   },
   { onEvent: (e) => e.type === "http:request" && requests.push(e.url) },
 );

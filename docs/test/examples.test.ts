@@ -1,6 +1,6 @@
 /**
  * The documentation's examples run, so they cannot rot: every program in docs/examples/ and every
- * TSDoc `@example` block in packages/core/src and packages/testing/src.
+ * TSDoc `@example` block in packages/core/src, packages/testing/src and packages/worker/src.
  *
  * Both sets run through docs/test/run-examples.ts, one child process per set (the two run in
  * parallel): starting `tsx` once per program would cost more than all the programs together.
@@ -85,6 +85,7 @@ function collectTsdocExamples(): TsdocExample[] {
       path.join(root, "packages/testing/src"),
       (n) => n.endsWith(".ts") && !n.endsWith(".test.ts"),
     ),
+    ...listFiles(path.join(root, "packages/worker/src"), (n) => n.endsWith(".ts") && !n.endsWith(".test.ts")),
   ];
   const examples: TsdocExample[] = [];
   const used = new Map<string, number>();
@@ -109,7 +110,7 @@ function runPrograms(files: string[], runnerArgs: string[] = []): Promise<Run> {
     execFile(
       tsx,
       ["--conditions=source", runner, ...runnerArgs, ...files],
-      { cwd: root, timeout: 18_000, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, NO_COLOR: "1" } },
+      { cwd: root, timeout: 170_000, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, NO_COLOR: "1" } },
       (error, stdout, stderr) => {
         const results = new Map<string, Result>();
         let output: string[] = [];
@@ -174,7 +175,7 @@ beforeAll(async () => {
     runPrograms(tsdocPlain.map((e) => e.file)),
     ...signalled,
   ]);
-}, 20_000);
+}, 180_000); // a hang guard, not a timing check: on a loaded 2-core machine these programs take minutes
 
 describe("docs/examples programs", () => {
   it.each(programs.map((f) => [path.relative(root, f), f]))("%s runs to completion", (_name, file) => {

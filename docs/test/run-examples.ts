@@ -15,7 +15,7 @@ import { pathToFileURL } from "node:url";
 
 const START = "@@keel-example:start ";
 const RESULT = "@@keel-example:result ";
-const LIMIT_MS = Number(process.env.KEEL_EXAMPLE_LIMIT_MS ?? 5000);
+const LIMIT_MS = Number(process.env.KEEL_EXAMPLE_LIMIT_MS ?? 30_000);
 
 function describe(e: unknown): string {
   if (e instanceof Error) return e.stack ?? `${e.name}: ${e.message}`;

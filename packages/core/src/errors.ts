@@ -132,14 +132,20 @@ export function isKeelError(e: unknown): e is KeelError {
  * with the code `KEEL_INVALID_ARGUMENT` and a message naming the parameter, the rule and the value.
  */
 export function invalidRange(parameter: string, rule: string, got: unknown): RangeError {
-  const e = new RangeError(`${parameter}: expected ${rule}, got ${describeValue(got)}`);
-  Object.defineProperty(e, "code", { value: "KEEL_INVALID_ARGUMENT", enumerable: true });
-  return e;
+  return withInvalidArgumentCode(new RangeError(`${parameter}: expected ${rule}, got ${describeValue(got)}`));
 }
 
 /** A value of the wrong kind: a `TypeError` naming the parameter, with code `KEEL_INVALID_ARGUMENT`. */
 export function invalidType(parameter: string, rule: string, got: unknown): TypeError {
-  const e = new TypeError(`${parameter}: expected ${rule}, got ${describeValue(got)}`);
+  return withInvalidArgumentCode(new TypeError(`${parameter}: expected ${rule}, got ${describeValue(got)}`));
+}
+
+/** An argument used in a way its rule forbids: a `TypeError` naming the parameter, with code `KEEL_INVALID_ARGUMENT`. */
+export function invalidUse(parameter: string, rule: string): TypeError {
+  return withInvalidArgumentCode(new TypeError(`${parameter}: ${rule}`));
+}
+
+function withInvalidArgumentCode<E extends Error>(e: E): E {
   Object.defineProperty(e, "code", { value: "KEEL_INVALID_ARGUMENT", enumerable: true });
   return e;
 }

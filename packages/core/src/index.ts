@@ -2,7 +2,7 @@
  * `@keel/core`: structured concurrency for TypeScript.
  *
  * An explicit barrel: everything public is named here; nothing under `internal` paths is exported.
- * @module
+ * @module @keel/core
  */
 
 export type { KeelErrorCode } from "./errors.js";
@@ -15,8 +15,12 @@ export {
   TaskCancelledError,
   TimeoutError,
 } from "./errors.js";
+export { describeThrown } from "./format-value.js";
 export type { AllValues } from "./kernel/all.js";
 export { all } from "./kernel/all.js";
+// Lazy fan-out, settled groups, deadline predicate, channel feeding (issue 10 items 4 and 6).
+export type { AllSettledResults } from "./kernel/all-settled.js";
+export { allSettled } from "./kernel/all-settled.js";
 export type { CancelReason, ScopeInfo } from "./kernel/cancelled.js";
 export { Cancelled, isCancelled } from "./kernel/cancelled.js";
 export type { Clock } from "./kernel/clock.js";
@@ -32,6 +36,8 @@ export type { Scope } from "./kernel/spawn.js";
 export { scoped, spawn, useScope } from "./kernel/spawn.js";
 export { suspend } from "./kernel/suspend.js";
 export type { Task, TaskState } from "./kernel/task.js";
+// Emitting into the event stream from packages built on Keel (@keel/worker).
+export { emitEvent, type PackageEventInput } from "./observe/emit.js";
 export type { KeelEvent, KeelEventType } from "./observe/events.js";
 export type { TaskSnapshot } from "./observe/snapshot.js";
 export { formatTaskTree, snapshot } from "./observe/snapshot.js";
@@ -46,7 +52,10 @@ export {
   createCircuitBreaker,
   isBrokenCircuitError,
 } from "./resilience/circuit-breaker.js";
-export { forEachLimit, mapLimit } from "./resilience/fan-out.js";
+export { isDeadlineExceeded } from "./resilience/deadline-exceeded.js";
+export { forEachLimit, mapLimit, mapLimitSettled } from "./resilience/fan-out.js";
+export { type FeedOptions, feed } from "./resilience/feed.js";
+export type { ItemsOf } from "./resilience/item-source.js";
 export type { RateLimiter } from "./resilience/rate-limiter.js";
 export { createRateLimiter } from "./resilience/rate-limiter.js";
 export type { AttemptInfo, RetryInfo, RetryPolicy } from "./resilience/retry.js";
@@ -63,4 +72,5 @@ export { deadline, now, remaining, useClock } from "./time/deadline.js";
 export { createRealClock, realClock } from "./time/real-clock.js";
 export { shield } from "./time/shield.js";
 export { sleep } from "./time/sleep.js";
+export type { TimeoutOptions } from "./time/timeout.js";
 export { timeout, timeoutAt } from "./time/timeout.js";

@@ -1,6 +1,6 @@
 /**
  * `@keel/testing`: the virtual clock, a harness with the leak check, for Keel's tests and users' too.
- * @module
+ * @module @keel/testing
  */
 export type { ConnectionRecord, RequestRecord } from "./fault-server/records.js";
 export type {

@@ -193,6 +193,43 @@ describe("values and errors cross unchanged", () => {
     await h.expectClean();
   });
 
+  it("fromEffection takes a function, so an operation run twice (a retry) starts a fresh generator each time", async () => {
+    const h = createRealHarness();
+    let calls = 0;
+    function* flaky() {
+      yield* effection.sleep(1);
+      if (++calls === 1) throw new AppError("first call fails");
+      return calls;
+    }
+    const viaFunction = fromEffection(flaky);
+    await expect(h.run(() => viaFunction)).rejects.toBeInstanceOf(AppError);
+    expect(await h.run(() => viaFunction)).toBe(2);
+    expect(await h.run(() => fromEffection(() => flaky()))).toBe(3);
+    // Named after the generator function when no name is given.
+    expect(h.eventsOf("task:start").map((e) => e.path)).toContainEqual(
+      expect.stringMatching(/effection:flaky#/),
+    );
+    await h.expectClean();
+  });
+
+  it("a generator object given to fromEffection runs once; a second run throws instead of giving undefined", async () => {
+    const h = createRealHarness();
+    function* answer() {
+      yield* effection.sleep(1);
+      return 42;
+    }
+    const once = fromEffection(answer());
+    expect(await h.run(() => once)).toBe(42);
+    await expect(h.run(() => once)).rejects.toThrow(
+      expect.objectContaining({
+        name: "TypeError",
+        code: "KEEL_INVALID_ARGUMENT",
+        message: expect.stringMatching(/^fromEffection\(op\): this generator object has already run/),
+      }),
+    );
+    await h.expectClean();
+  });
+
   it("fromEffection throws the effection operation's error, the same object", async () => {
     const h = createRealHarness();
     const thrown = new AppError("effection failed");

@@ -6,7 +6,7 @@ import { createScope, type Future as EffectionFuture, type Operation as Effectio
 import { invalidType } from "../errors.js";
 import { currentTask } from "../kernel/current.js";
 import { exitFrame } from "../kernel/frame-exit.js";
-import type { Operation, Outcome, Suspension } from "../kernel/operation.js";
+import { claimRun, type Operation, type Outcome, type Suspension } from "../kernel/operation.js";
 import { spawnInto } from "../kernel/spawn.js";
 import { outsideTask } from "../kernel/task.js";
 import { holdClock } from "./clock-hold.js";
@@ -36,21 +36,34 @@ import { KeelEnvContext } from "./env.js";
  * import { fromEffection } from "@keel/core/effection";
  * import { sleep } from "effection";
  * function* answer() { yield* sleep(5); return 42; }
- * const v = await run(() => timeout(1000, fromEffection(answer(), { name: "answer" })));
+ * const v = await run(() => timeout(1000, fromEffection(answer)));
  * console.log(v); // 42
  * ```
- * @throws `TypeError` when `op` is not an effection operation.
+ * Pass the generator function (`fromEffection(answer)`), or a function making the operation
+ * (`() => query(sql)`): each run then starts a fresh one. A generator object (`answer()`) can run
+ * only once; running the returned operation again (a retry, say) throws a `TypeError`.
+ *
+ * @throws `TypeError` when `op` is not an effection operation or a function returning one.
  */
-export function fromEffection<T>(op: EffectionOperation<T>, options: { name?: string } = {}): Operation<T> {
-  if (typeof (op as EffectionOperation<T> | null)?.[Symbol.iterator] !== "function")
-    throw invalidType("fromEffection(op)", "an effection operation", op);
-  const name = options.name ?? "operation";
+export function fromEffection<T>(
+  op: EffectionOperation<T> | (() => EffectionOperation<T>),
+  options: { name?: string } = {},
+): Operation<T> {
+  if (
+    typeof op !== "function" &&
+    typeof (op as EffectionOperation<T> | null)?.[Symbol.iterator] !== "function"
+  )
+    throw invalidType("fromEffection(op)", "an effection operation or a function returning one", op);
+  if (typeof options !== "object" || options === null)
+    throw invalidType("fromEffection(op, options)", "an object", options);
+  const name = options.name ?? (typeof op === "function" && op.name ? op.name : "operation");
   if (typeof name !== "string") throw invalidType("fromEffection(op, { name })", "a string", name);
   const label = `effection:${name}`;
   return {
     *[Symbol.iterator]() {
       const task = yield* currentTask(`fromEffection(${name})`);
       task.checkpoint();
+      const operation = openEffection(op);
       const frame = task.pushFrame("effection", label);
       let wake: (() => void) | null = null;
       // The child's outcome is this scope's outcome: its error is thrown unchanged at exit, never
@@ -64,7 +77,7 @@ export function fromEffection<T>(op: EffectionOperation<T>, options: { name?: st
       };
       let outcome: Outcome<T>;
       try {
-        const child = spawnInto(frame, () => driveEffection(op, name), label);
+        const child = spawnInto(frame, () => driveEffection(operation, name), label);
         yield {
           kind: "suspend",
           description: `join ${label}#${child.id}`,
@@ -92,6 +105,21 @@ export function fromEffection<T>(op: EffectionOperation<T>, options: { name?: st
       return yield* exitFrame(task, frame, outcome);
     },
   };
+}
+
+/**
+ * The effection operation for one run: a function is called afresh each time; a generator object
+ * given as is may run only once (a retry or a second run would resume it exhausted).
+ */
+function openEffection<T>(op: EffectionOperation<T> | (() => EffectionOperation<T>)): EffectionOperation<T> {
+  if (typeof op !== "function") {
+    claimRun(op, "fromEffection(op)");
+    return op;
+  }
+  const operation = op();
+  if (typeof (operation as EffectionOperation<T> | null)?.[Symbol.iterator] !== "function")
+    throw invalidType("fromEffection(op)", "a function returning an effection operation", operation);
+  return operation;
 }
 
 /**

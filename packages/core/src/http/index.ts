@@ -1,6 +1,6 @@
 /**
  * `@keel/core/http`: HTTP over undici with phased Keel timeouts, deadlines and retries by status.
- * @module
+ * @module @keel/core/http
  */
 export type { HttpClient } from "./client.js";
 export { createHttpClient } from "./client.js";

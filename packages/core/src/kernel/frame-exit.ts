@@ -1,8 +1,9 @@
 /**
- * How a scope ends: cancel and await its children, then apply the counting rule (semantics §3).
+ * How a scope ends: cancel and await its task children, then tear down its resources, newest first
+ * (semantics §2), then apply the counting rule (semantics §3).
  * @module
  */
-import { Cancelled, isCancelled } from "./cancelled.js";
+import { Cancelled, type CancelReason, isCancelled } from "./cancelled.js";
 import type { Frame } from "./frame.js";
 import {
   type Instruction,
@@ -15,9 +16,9 @@ import { shapes } from "./shapes.js";
 import type { TaskImpl } from "./task.js";
 
 /**
- * Ends `frame` with its operation's `outcome`: cancels the children still running (reason `parent`),
- * waits for all of them (each is bounded by its own cleanup budget), then returns the value or throws
- * the scope's outcome. `convert` makes the scope's own error (a `TimeoutError`) when its request is
+ * Ends `frame` with its operation's `outcome`: cancels the task children still running (reason
+ * `parent`) and waits for all of them, then tears down its resources one by one, the newest first
+ * (each bounded by its own cleanup budget), then returns the value or throws the scope's outcome. `convert` makes the scope's own error (a `TimeoutError`) when its request is
  * the one being unwound.
  */
 export function exitFrame<T>(
@@ -58,8 +59,7 @@ function* exitAfterChildrenOutcome<T>(
   outcome: Outcome<T>,
   convert: (() => Error) | undefined,
 ): Generator<Instruction, Outcome<T>, unknown> {
-  task.cancelChildrenAtExit(frame);
-  yield new ChildrenWait(frame);
+  while (closeNext(frame)) yield new ChildrenWait(frame);
   return settleOutcome(task, frame, outcome, convert, true);
 }
 
@@ -99,7 +99,44 @@ class SettleNow<T, R> implements Iterable<Instruction, R, unknown>, Iterator<Ins
   }
 }
 
-/** A scope's wait for its last children to settle (a class: see `AllSettledWait` in all.ts). */
+/**
+ * One step of closing `frame`, whose operation has settled (semantics §2): while task children
+ * remain, cancels them all at once; once only resources remain, cancels the newest of them, so
+ * resources go after every task that may still use them, and a resource goes before the ones it was
+ * built on. Returns false when nothing is left to wait for. Idempotent between settlements: a
+ * cancelled child is not cancelled again.
+ */
+export function closeNext(frame: Frame): boolean {
+  const children = frame.children;
+  if (children === null || children.size === 0) return false;
+  const resources = frame.liveResources;
+  if (children.size > resources) {
+    const reason = exitReason(frame);
+    let next = children.first;
+    for (let child = next; child; child = next) {
+      next = child.nextSibling;
+      if (resources === 0 || !child.isResource) child.cancelFromOutside(reason);
+    }
+  } else {
+    // Only resources are left, so the newest child is the newest resource.
+    children.last!.cancelFromOutside(exitReason(frame));
+  }
+  return true;
+}
+
+function exitReason(frame: Frame): CancelReason {
+  return {
+    kind: "parent",
+    at: frame.task.clock.now(),
+    scope: frame.info,
+    message: `${frame.label} finished`,
+  };
+}
+
+/**
+ * A scope's wait for the children {@link closeNext} cancelled: all its task children, or the
+ * resource being torn down (a class: see `AllSettledWait` in all.ts).
+ */
 class ChildrenWait extends SuspensionClass<void> {
   declare readonly interruptible: "never";
   constructor(private readonly frame: Frame) {
@@ -107,7 +144,12 @@ class ChildrenWait extends SuspensionClass<void> {
     shapes.childrenWait = this;
   }
   get description(): string {
-    return `${this.frame.label}: waiting for ${this.frame.children?.size ?? 0} children to finish`;
+    const frame = this.frame;
+    const live = frame.children?.size ?? 0;
+    const tasks = live - frame.liveResources;
+    if (tasks > 0 || live === 0) return `${frame.label}: waiting for ${tasks} children to finish`;
+    const r = frame.children!.last!;
+    return `${frame.label}: closing resource ${r.name}#${r.id}`;
   }
   enterWith(waiter: Waiter<void>): (() => void) | undefined {
     const frame = this.frame;
@@ -140,6 +182,10 @@ function settleOutcome<T>(
 ): Outcome<T> {
   const own = frame.request;
   const owned = own !== null && task.requests.length - 1 === frame.countAtEntry;
+  // Only a request of the scope's own timer converts into its error: a group's `child-failed`
+  // request (any scope may make one) becomes the child's error, and a timer that never fired
+  // leaves no trace.
+  if (convert && own !== null && own.reason.kind !== "timeout") convert = undefined;
   const errors = frame.errors;
   task.popFrame(frame);
   if (errors?.length) {

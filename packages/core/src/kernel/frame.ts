@@ -39,6 +39,8 @@ class FrameRare {
   policy: ChildPolicy | null = null;
   /** Run once when the frame is popped or its task abandoned: timers, abort signals. */
   cleanups: Set<() => void> | null = null;
+  /** Invariant: how many of the frame's live children are resources (`resource: true`). */
+  resources = 0;
   constructor() {
     shapes.frameRare = this;
   }
@@ -141,6 +143,19 @@ export class Frame implements ScopeInfo {
     (this.children ??= new ChildList()).add(child);
   }
 
+  /**
+   * How many live children are resources: they are torn down last, one by one, when the frame
+   * closes (semantics §2). Kept in the rare part, so a frame without one pays nothing.
+   */
+  get liveResources(): number {
+    return this.rare === null ? 0 : this.rare.resources;
+  }
+
+  /** Counts a resource child in (`+1`, at its spawn) or out (`-1`, once it has settled). */
+  countResource(delta: 1 | -1): void {
+    this.rareOf().resources += delta;
+  }
+
   recordError(error: unknown): boolean {
     const rare = this.rareOf();
     (rare.errors ??= []).push(error);
@@ -198,6 +213,10 @@ export class ChildList implements Iterable<TaskImpl<unknown>> {
     return this.head;
   }
   private tail: TaskImpl<unknown> | null = null;
+  /** The newest live child; follow `prevSibling` to walk the list backwards. */
+  get last(): TaskImpl<unknown> | null {
+    return this.tail;
+  }
   size = 0;
 
   add(child: TaskImpl<unknown>): void {

@@ -7,7 +7,7 @@
  * suspension) may travel from a generator to the runtime.
  * @module
  */
-import { invalidType } from "../errors.js";
+import { invalidType, invalidUse } from "../errors.js";
 import { shapes } from "./shapes.js";
 
 /**
@@ -109,6 +109,11 @@ export interface Suspension<T = unknown> {
   /** What the task waits on, for the task tree: `sleep(250)`, `GET /orders: headers`. */
   readonly description: string;
   readonly interruptible: Interruptible;
+  /**
+   * For a `"shield"` wait: the instant the shield's limit is reached. A cancellation requested
+   * during the wait starts its cleanup budget when the wait ends, or at this instant if earlier.
+   */
+  readonly limitAt?: number;
   enter(resolve: (outcome: Outcome<T>) => void): (() => void) | undefined;
   /**
    * The same as `enter`, given the waiter itself rather than a function: the runtime prefers it, so
@@ -161,17 +166,81 @@ export function checkOps(name: string, ops: readonly unknown[]): void {
   }
 }
 
-/** Opens an {@link Op}: calls it if it is a function, then checks the result and starts its iterator. */
+/**
+ * Opens an {@link Op}: calls it if it is a function, then checks the result and starts its iterator.
+ *
+ * A generator object given as the op (`spawn(work())` rather than `spawn(work)`) is its own iterator,
+ * so it can run only once: a second run would resume it where the first left it (an exhausted one
+ * "completes" with `undefined`). The second run throws instead (see {@link claimGenerator}).
+ */
 export function iterate<T>(op: Op<T>, parameter = "op"): Iterator<unknown, T, unknown> {
-  const operation = typeof op === "function" ? (op as () => Operation<T>)() : op;
-  if (
-    typeof operation !== "object" ||
-    operation === null ||
-    typeof operation[Symbol.iterator] !== "function"
-  ) {
-    throw invalidType(parameter, "a function returning an operation", operation);
+  if (typeof op === "function") {
+    const operation = (op as () => Operation<T>)();
+    if (
+      typeof operation !== "object" ||
+      operation === null ||
+      typeof operation[Symbol.iterator] !== "function"
+    ) {
+      throw invalidType(parameter, "a function returning an operation", operation);
+    }
+    return operation[Symbol.iterator]();
   }
-  return operation[Symbol.iterator]();
+  const iterator = op[Symbol.iterator]();
+  if ((iterator as unknown) === op) claimRun(op, parameter);
+  return iterator;
+}
+
+/**
+ * Called at the start of each run of an op that was given as an object: a generator object may start
+ * once, and its second run throws (see {@link claimGenerator}); any other operation runs as often as
+ * asked. For integrations that hand the op to another runtime to iterate (`fromEffection`).
+ */
+export function claimRun(op: object, parameter: string): void {
+  if (isGeneratorObject(op)) claimGenerator(op, parameter);
+}
+
+/** The prototype every generator object (of a `function*`) inherits from. */
+const GENERATOR_PROTOTYPE: object = Object.getPrototypeOf(function* () {}).prototype;
+
+function isGeneratorObject(value: object): boolean {
+  return Object.prototype.isPrototypeOf.call(GENERATOR_PROTOTYPE, value);
+}
+
+/**
+ * Checks an op that will run more than once (each retry attempt runs it afresh): a generator object
+ * is refused at the call, since it could run only once.
+ */
+export function checkRerunnableOp<T>(parameter: string, op: unknown): Op<T> {
+  checkOp(parameter, op);
+  if (typeof op === "object" && isGeneratorObject(op as object)) {
+    throw invalidUse(
+      parameter,
+      "expected an operation that can run more than once, got a generator object (it runs only " +
+        "once); pass the generator function itself (retry(fetchOrder)) or a function making a fresh " +
+        "one (() => fetchOrder(id))",
+    );
+  }
+  return op as Op<T>;
+}
+
+/** Generator objects that a run has started: each may start only once. */
+const startedGenerators = new WeakSet<object>();
+
+/**
+ * Marks a generator object as started, or throws when it has been: the op runs more than once (a
+ * retry's second attempt, a second `spawn` or `run` of one object) and must be given as a function.
+ */
+function claimGenerator(generator: object, parameter: string): void {
+  if (!startedGenerators.has(generator)) {
+    startedGenerators.add(generator);
+    return;
+  }
+  throw invalidUse(
+    parameter,
+    "this generator object has already run, and a generator object runs only once. Where an " +
+      "operation may run more than once (retry, a second spawn or run), pass the generator " +
+      "function itself (retry(fetchOrder)) or a function making a fresh one (() => fetchOrder(id))",
+  );
 }
 
 /** The name a task takes from its operation: the generator function's name, if any. */

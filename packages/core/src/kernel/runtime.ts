@@ -3,23 +3,34 @@
  * @module
  */
 import { KeelError } from "../errors.js";
+import { describeThrown } from "../format-value.js";
 import type { KeelEvent } from "../observe/events.js";
 import { warningEvents } from "../observe/events.js";
+import type { AsyncContext } from "./async-context.js";
 
-/** Where a task tree's events go. */
+/** Where a task tree's events go, and the async context its tasks' steps run in. */
 export interface Runtime {
   emit(event: KeelEvent): void;
   /** True when someone receives every event; otherwise only warnings are worth building. */
   readonly listening: boolean;
+  /** Entered by the scheduler around every step of a task of this runtime (see `async-context.ts`). */
+  readonly asyncContext: AsyncContext;
 }
 
 /**
  * A runtime that hands every event to `onEvent`; without one, warnings (overruns, swallows,
- * abandonments, suppressed errors) go to `console.warn`, so nothing is lost silently.
+ * abandonments, suppressed errors) go to `console.warn`, so nothing is lost silently. A printed
+ * warning gives its time as whole ms since `origin`, the root's start on its clock (a real clock
+ * reads a fractional epoch, which nobody can read).
  */
-export function createRuntime(onEvent?: (event: KeelEvent) => void): Runtime {
+export function createRuntime(
+  asyncContext: AsyncContext,
+  onEvent?: (event: KeelEvent) => void,
+  origin = 0,
+): Runtime {
   return {
     listening: onEvent !== undefined,
+    asyncContext,
     emit(event) {
       if (onEvent) {
         try {
@@ -28,10 +39,23 @@ export function createRuntime(onEvent?: (event: KeelEvent) => void): Runtime {
           console.error("keel: an onEvent handler threw", e);
         }
       } else if (warningEvents.has(event.type)) {
-        console.warn(`keel: ${event.type} at ${event.path} (t=${event.at})`, describe(event));
+        const ms = Math.round(event.at - origin);
+        console.warn(
+          `keel: ${event.type} at ${event.path} (${ms} ms after the run started)`,
+          describe(event),
+        );
       }
     },
   };
+}
+
+/**
+ * The same tree's runtime with another async context: for a task started from a callback
+ * (`scope.spawn`), whose steps run in the context in force where it was started. Same shape as
+ * `createRuntime`'s, so reading a runtime stays monomorphic.
+ */
+export function withAsyncContext(runtime: Runtime, asyncContext: AsyncContext): Runtime {
+  return { listening: runtime.listening, asyncContext, emit: runtime.emit };
 }
 
 function describe(event: KeelEvent): string {
@@ -43,9 +67,9 @@ function describe(event: KeelEvent): string {
     case "cleanup:swallow":
       return `a Cancelled (${event.reason.kind}) was swallowed`;
     case "error:suppressed":
-      return `${event.context}: ${String(event.error)}`;
+      return `${event.context}: ${describeThrown(event.error)}`;
     case "cancel:replaced":
-      return `the cancellation (${event.reason.kind}) was replaced by ${String(event.error)}`;
+      return `the cancellation (${event.reason.kind}) was replaced by ${describeThrown(event.error)}`;
     case "retry:unreachable":
       return event.message;
     default:
@@ -58,6 +82,6 @@ export function notAnInstruction(value: unknown): KeelError {
   const hint =
     typeof value === "object" && value !== null && typeof (value as PromiseLike<unknown>).then === "function"
       ? "a promise: write `yield* until(promise)`"
-      : `${typeof value} ${String(value).slice(0, 40)}: write \`yield*\` (with a star) before an operation`;
+      : `${typeof value} ${describeThrown(value).slice(0, 40)}: write \`yield*\` (with a star) before an operation`;
   return new KeelError("KEEL_NOT_AN_INSTRUCTION", `a Keel operation yielded ${hint}`);
 }

@@ -3,20 +3,26 @@
  * @module
  */
 import { KeelError } from "../errors.js";
+import { type AsyncContext, captureAsyncContext } from "./async-context.js";
 import { BoundOp1 } from "./bound-op.js";
 import { currentTask, delegate, taskOf } from "./current.js";
 import type { Frame } from "./frame.js";
 import { exitFrame } from "./frame-exit.js";
 import { ASK_TASK, checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
+import { withAsyncContext } from "./runtime.js";
 import { shapes } from "./shapes.js";
 import { runningTask, type Task, TaskImpl } from "./task.js";
 
-/** Starts `op` as a child task owned by `frame`; throws `KEEL_SCOPE_CLOSED` if the frame has ended. */
+/**
+ * Starts `op` as a child task owned by `frame`; throws `KEEL_SCOPE_CLOSED` if the frame has ended.
+ * The child's steps run in `options.asyncContext`, by default in its parent's (a spawn from a step
+ * of the parent runs in the parent's context).
+ */
 export function spawnInto<T>(
   frame: Frame,
   op: Op<T>,
   name: string,
-  options: { shielded?: boolean; resource?: boolean; deadline?: number } = {},
+  options: { shielded?: boolean; resource?: boolean; deadline?: number; asyncContext?: AsyncContext } = {},
 ): TaskImpl<T> {
   const parent = frame.task;
   if (frame.closed || frame.bodySettled || parent.isSettled) {
@@ -26,17 +32,22 @@ export function spawnInto<T>(
     );
   }
   const deadline = options.deadline ?? (parent.top === frame ? parent.effectiveDeadline() : frame.deadline);
+  const ctx = options.asyncContext;
   const child = new TaskImpl(op, {
     name,
     parent,
     owner: frame,
-    runtime: parent.runtime,
+    runtime:
+      ctx === undefined || ctx === parent.runtime.asyncContext
+        ? parent.runtime
+        : withAsyncContext(parent.runtime, ctx),
     contexts: frame.contexts,
     deadline,
     shielded: options.shielded ?? false,
     resource: options.resource ?? false,
   });
   frame.addChild(child);
+  if (options.resource) frame.countResource(1);
   return child.start();
 }
 
@@ -185,7 +196,10 @@ function* inScope<T>(op: Op<T>): Generator<unknown, T, unknown> {
  * ```
  */
 export interface Scope {
-  /** Starts `op` as a child of this scope; throws `KEEL_SCOPE_CLOSED` once the scope has finished. */
+  /**
+   * Starts `op` as a child of this scope; throws `KEEL_SCOPE_CLOSED` once the scope has finished.
+   * The child's steps run in the async context (`AsyncLocalStorage`) in force at this call.
+   */
   spawn<T>(op: Op<T>, options?: { name?: string }): Task<T>;
   /** True once the scope has finished and accepts no more children. */
   readonly closed: boolean;
@@ -216,7 +230,10 @@ const USE_SCOPE: Operation<Scope> = {
     return {
       spawn<T>(op: Op<T>, options?: { name?: string }) {
         checkOp("scope.spawn(op)", op);
-        return spawnInto(frame, op, options?.name ?? nameOf(op, "task"));
+        // Called from anywhere (a request handler's callback): the child runs in the caller's context.
+        return spawnInto(frame, op, options?.name ?? nameOf(op, "task"), {
+          asyncContext: captureAsyncContext(),
+        });
       },
       get closed() {
         return frame.closed || frame.bodySettled;

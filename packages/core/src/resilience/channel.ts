@@ -43,6 +43,13 @@ export interface Channel<T> {
   readonly waiting: { readonly senders: number; readonly receivers: number };
   /** Puts a value; suspends while the channel is full. Throws `KEEL_CHANNEL_CLOSED` once closed. */
   send(value: T): Operation<void>;
+  /**
+   * Puts a value if there is room now, without waiting: for callback code outside any task (an event
+   * handler, a stream's `data`). Returns whether it took the value; false while the channel is full
+   * (or senders queue before it). Throws `KEEL_CHANNEL_CLOSED` once closed, as `send` does: a value
+   * sent after the close would be lost without a word.
+   */
+  trySend(value: T): boolean;
   /** Takes the next value; suspends while empty. Returns `{ done: true }` once closed and drained. */
   next(): Operation<IteratorResult<T, undefined>>;
   /** Takes the next value; throws `KEEL_CHANNEL_CLOSED` once closed and drained. */
@@ -146,6 +153,13 @@ class ChannelImpl<T> implements Channel<T> {
   }
 
   readonly send = (value: T): Operation<void> => new BoundOp2(sendBody<T>, this, value);
+  readonly trySend = (value: T): boolean => {
+    if (this.isClosed) throw new ChannelClosedError(`${this.name}.trySend(): the channel is closed`);
+    if (this.senders.length > 0 || this.buffer.length >= this.capacity) return false;
+    this.buffer.push(value);
+    this.pump();
+    return true;
+  };
   readonly next = (): Operation<IteratorResult<T, undefined>> => this.nextOp;
   readonly receive = (): Operation<T> => this.receiveOp;
   readonly close = (): void => {

@@ -3,6 +3,7 @@
  * @module
  */
 import { isKeelError, KeelError } from "../errors.js";
+import { describeThrown } from "../format-value.js";
 
 /**
  * One attempt in a retry loop, for diagnosis.
@@ -84,18 +85,19 @@ export class RetryExhaustedError extends KeelError {
     cause: unknown;
     label: string;
   }) {
+    const tries = `${init.attempts} ${init.attempts === 1 ? "attempt" : "attempts"}`;
     const why =
       init.reason === "attempts"
-        ? `all ${init.attempts} attempts failed`
+        ? init.attempts === 1
+          ? "its only attempt failed"
+          : `all ${tries} failed`
         : init.reason === "budget"
-          ? `its budget ran out after ${init.attempts} attempt(s)`
-          : `the deadline leaves no time for another attempt after ${init.attempts}`;
+          ? `its budget ran out after ${tries}`
+          : `the deadline leaves no time for another attempt after ${tries}`;
     super(
       "KEEL_RETRY_EXHAUSTED",
-      `${init.label}: ${why} in ${init.elapsedMs} ms; last error: ${describe(init.cause)}`,
-      {
-        cause: init.cause,
-      },
+      `${init.label}: ${why} in ${Math.round(init.elapsedMs)} ms; last error: ${describeThrown(init.cause)}`,
+      { cause: init.cause },
     );
     this.name = "RetryExhaustedError";
     this.reason = init.reason;
@@ -124,8 +126,4 @@ export class RetryExhaustedError extends KeelError {
  */
 export function isRetryExhaustedError(e: unknown): e is RetryExhaustedError {
   return isKeelError(e) && e.code === "KEEL_RETRY_EXHAUSTED";
-}
-
-function describe(e: unknown): string {
-  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
 }

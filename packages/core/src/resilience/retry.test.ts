@@ -743,6 +743,38 @@ describe("retry outcomes, callbacks and events", () => {
     expect(h.eventsOf("retry:giveup")).toHaveLength(0);
     await h.expectClean();
   });
+
+  it("an error thrown in a finally while the task is cancelled propagates, as without retry (issue 11)", async () => {
+    const closeErr = new Error("close failed");
+    const outcomes = [];
+    for (const withRetry of [false, true]) {
+      const h = createHarness();
+      const clock = h.clock;
+      function* attempt() {
+        try {
+          yield* sleep(100);
+        } finally {
+          // biome-ignore lint/correctness/noUnsafeFinally: a cleanup that fails is the case.
+          throw closeErr;
+        }
+      }
+      const t = h.run(() => (withRetry ? retry(attempt, { attempts: 2, retryOn: () => true }) : attempt()));
+      clock.schedule(10, () => t.cancel());
+      await expect(t).rejects.toBe(closeErr);
+      outcomes.push({
+        state: t.state,
+        replaced: h.eventsOf("cancel:replaced").map((e) => [e.error, e.reason.kind, e.at]),
+        swallows: h.eventsOf("cleanup:swallow").length,
+        attempts: h.eventsOf("retry:attempt").length,
+      });
+      await h.expectClean();
+    }
+    const expected = { state: "failed", replaced: [[closeErr, "cancel", 10]], swallows: 0 };
+    expect(outcomes).toEqual([
+      { ...expected, attempts: 0 },
+      { ...expected, attempts: 1 },
+    ]);
+  });
 });
 
 describe("retry's bad input", () => {

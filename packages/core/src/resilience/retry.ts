@@ -7,7 +7,7 @@ import { BoundOp1 } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import { currentTask, delegate } from "../kernel/current.js";
 import { exitFrameOutcome } from "../kernel/frame-exit.js";
-import { checkOp, nameOf, type Op, type Operation, type Outcome } from "../kernel/operation.js";
+import { checkRerunnableOp, nameOf, type Op, type Operation, type Outcome } from "../kernel/operation.js";
 import { randomSourceOf } from "../kernel/random.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { sleep } from "../time/sleep.js";
@@ -147,7 +147,7 @@ const defaultBackoff = exponential({ baseMs: 200, factor: 2, maxMs: 3000, jitter
  * for a non-operation or a non-function `retryOn`/`onRetry`.
  */
 export function retry<T>(op: Op<T>, policy: RetryPolicy = {}): Operation<T> {
-  checkOp("retry(op)", op);
+  checkRerunnableOp("retry(op)", op);
   const attempts = policy.attempts ?? 5;
   if (
     typeof attempts !== "number" ||
@@ -303,17 +303,11 @@ function* runAttempts<T>(init: LoopInit<T>): Generator<unknown, T, unknown> {
         error = e;
       }
     }
-    if (isCancelled(error)) throw error;
-    if (task.requests.length > countAtEntry) {
-      // The attempt turned its cancellation into an error; the task is still being cancelled,
-      // so the loop stops here and the conversion is reported as a swallow.
-      const c = task.inFlightCancelled();
-      task.checkpoint();
-      if (c) {
-        task.emit({ type: "cleanup:swallow", scope: null, reason: c.reason });
-        throw c;
-      }
-    }
+    // A cancellation is never retried. An error that ends the attempt while the task is being
+    // cancelled (a `finally` that threw as `Cancelled` unwound it) beats the cancellation
+    // (semantics §2): it propagates unchanged, as it would without `retry`, and the scopes above
+    // report the replaced cancellation.
+    if (isCancelled(error) || task.requests.length > countAtEntry) throw error;
     const now = clock.now();
     const timedOut = ownTimeouts.has(error as object);
     const info: AttemptInfo = { attempt, elapsedMs: now - init.startedAt, timedOut };
@@ -399,6 +393,6 @@ function warnIfUnreachable<T>(init: LoopInit<T>): void {
     perAttemptMs,
     availableMs,
     attempts,
-    message: `${init.label}: the per-attempt timeout (${perAttemptMs} ms) is not shorter than the ${availableMs} ms available, so none of the ${attempts - 1} retries can ever run`,
+    message: `${init.label}: the per-attempt timeout (${perAttemptMs} ms) is not shorter than the ${Math.round(availableMs)} ms available, so ${attempts === 2 ? "its one retry can never run" : `none of its ${attempts - 1} retries can ever run`}`,
   });
 }

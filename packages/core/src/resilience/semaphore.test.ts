@@ -354,6 +354,88 @@ describe("createSemaphore", () => {
     });
   });
 
+  describe("waiters that gave up are not kept while a permit is held", () => {
+    /** Entries the semaphore still keeps in its queue (a test hook on its internals). */
+    function queued(sem: Semaphore): number {
+      const impl = sem as unknown as { queue: unknown[]; head: number };
+      return impl.queue.length - impl.head;
+    }
+
+    it("2,000 acquires and uses that time out against one long holder leave at most a few entries", async () => {
+      const h = createHarness();
+      const sem = createSemaphore(1);
+      const holder = holderAt(h, sem, "A", 0, 10_000);
+      const counts: string[] = [];
+      const waiters = h.run(function* waiters() {
+        yield* sleep(1);
+        for (let round = 0; round < 20; round++) {
+          yield* all(
+            Array.from(
+              { length: 100 },
+              (_, i) =>
+                function* gaveUp() {
+                  try {
+                    yield* timeout<unknown>(5, i % 2 === 0 ? sem.acquire() : sem.use(function* body() {}));
+                  } catch (e) {
+                    if (!(e instanceof TimeoutError)) throw e;
+                  }
+                },
+            ),
+          );
+        }
+        counts.push(`${books(sem)}, queued ${queued(sem) < 64 ? "< 64" : queued(sem)}@${h.clock.now()}`);
+      });
+
+      await Promise.all([holder, waiters]);
+      expect(counts).toEqual(["available 0, waiting 0, queued < 64@101"]);
+      expect(books(sem)).toBe("available 1, waiting 0");
+      await h.expectClean();
+    });
+
+    it("a purge keeps the live waiters in their order, and waiting counts only them", async () => {
+      const h = createHarness();
+      const sem = createSemaphore(1);
+      const holder = holderAt(h, sem, "A", 0, 100);
+      const patient = [1, 2, 3].map((n) =>
+        h.run(function* patientWaiter() {
+          yield* sleep(n);
+          yield* sem.use(function* body() {
+            h.mark(`patient ${n}`);
+          });
+        }),
+      );
+      const impatient = h.run(function* impatient() {
+        yield* sleep(10);
+        yield* all(
+          Array.from(
+            { length: 200 },
+            () =>
+              function* gaveUp() {
+                try {
+                  yield* timeout(5, sem.acquire());
+                } catch (e) {
+                  if (!(e instanceof TimeoutError)) throw e;
+                }
+              },
+          ),
+        );
+        // Fewer gone entries than the purge threshold (32) may stay; the 185 before were dropped.
+        h.mark(`${books(sem)}, queued ${queued(sem)}`);
+      });
+
+      await Promise.all([holder, ...patient, impatient]);
+      expect(h.log).toEqual([
+        "A granted@0",
+        "available 0, waiting 3, queued 18@15",
+        "patient 1@100",
+        "patient 2@100",
+        "patient 3@100",
+      ]);
+      expect(books(sem)).toBe("available 1, waiting 0");
+      await h.expectClean();
+    });
+  });
+
   describe("bad input", () => {
     it.each([0, -1, Number.NaN, 1.5, Number.POSITIVE_INFINITY, "2", undefined])(
       "createSemaphore(%s) throws a RangeError naming permits",

@@ -114,7 +114,7 @@ function leaveQueue(this: QueuedTask): void {
   this.wake = null;
   if (this.granted || this.gone) return;
   this.gone = true;
-  this.books.waitingCount--;
+  this.books.left();
 }
 
 /**
@@ -144,11 +144,19 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
   return new SemaphoreImpl(permits, options.name ?? "semaphore");
 }
 
-/** What a queued waiter reads for its description and updates when it leaves. */
+/** What a queued waiter reads for its description and tells when it leaves. */
 interface SemaphoreBooks {
   readonly name: string;
-  waitingCount: number;
+  readonly waitingCount: number;
+  /** A waiter not yet granted has left the queue (cancelled). */
+  left(): void;
 }
+
+/**
+ * Gone entries that may stay in the queue before it is purged, when they are also more than half of
+ * it: a purge copies the live entries, so its cost is paid for by the gone ones it drops.
+ */
+const PURGE_MIN_GONE = 32;
 
 /**
  * The semaphore's state. Its operations are module-level generator functions bound to it, not
@@ -163,16 +171,22 @@ class SemaphoreImpl implements Semaphore, SemaphoreBooks, PermitPool {
   free: number;
   /**
    * A FIFO as an array with a head index (shift is O(n)); cancelled waiters are marked gone and
-   * skipped rather than spliced out. Invariant: `waitingCount` counts the waiters not gone.
+   * skipped rather than spliced out, and purged once they are more than half of the queue, so that
+   * waiters that gave up are not kept while a permit is held. Invariants: `waitingCount` counts the
+   * waiters from `head` on that are not gone, `goneCount` those that are.
    */
   queue: QueuedTask[] = [];
   head = 0;
   waitingCount = 0;
+  goneCount = 0;
   /** Hands a permit back: to the first waiter not gone, else to the pool. Bound once: a frame's `own`. */
   readonly giveBack = (): void => {
     while (this.head < this.queue.length) {
       const next = this.queue[this.head++]!;
-      if (next.gone) continue;
+      if (next.gone) {
+        this.goneCount--;
+        continue;
+      }
       this.waitingCount--;
       next.granted = true;
       next.wake?.resolve(GRANTED);
@@ -219,6 +233,21 @@ class SemaphoreImpl implements Semaphore, SemaphoreBooks, PermitPool {
     this.queue.push(waiter);
     this.waitingCount++;
     return waiter;
+  }
+
+  left(): void {
+    this.waitingCount--;
+    if (++this.goneCount >= PURGE_MIN_GONE && this.goneCount > this.waitingCount) this.purge();
+  }
+
+  /** Drops the gone entries: amortized O(1) per waiter that left, and none of it on `giveBack`. */
+  private purge(): void {
+    const queue = this.queue;
+    const live: QueuedTask[] = [];
+    for (let i = this.head; i < queue.length; i++) if (!queue[i]!.gone) live.push(queue[i]!);
+    this.queue = live;
+    this.head = 0;
+    this.goneCount = 0;
   }
 
   private compact(): void {

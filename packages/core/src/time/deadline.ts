@@ -52,8 +52,10 @@ const DEADLINE_OP: Operation<number> = {
 };
 
 /**
- * What is left of the effective deadline, in milliseconds (never negative; `Infinity` when none).
- * Pass it downstream (a header, a query budget) so each hop sees only what remains.
+ * What is left of the effective deadline, in whole milliseconds rounded down (never negative;
+ * `Infinity` when none). Pass it downstream (a header, a query budget) so each hop sees only what
+ * remains. Rounded down because the real clock reads fractions of a millisecond: a budget passed on
+ * is then an integer, and never more than what is really left.
  *
  * @example
  * ```ts
@@ -70,7 +72,7 @@ const REMAINING_OP: Operation<number> = {
   *[Symbol.iterator]() {
     const task = yield* currentTask("remaining()");
     const clock = task.top.contexts[CLOCK_KEY] as Clock;
-    return Math.max(0, task.effectiveDeadline() - clock.now());
+    return Math.max(0, Math.floor(task.effectiveDeadline() - clock.now()));
   },
 };
 

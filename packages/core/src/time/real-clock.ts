@@ -4,6 +4,9 @@
  */
 import { type Clock, COARSE_NOW, type StampableClock } from "../kernel/clock.js";
 
+/** The longest delay a host timer takes (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
+const MAX_HOST_DELAY_MS = 2 ** 31 - 1;
+
 interface Timer {
   readonly at: number;
   readonly seq: number;
@@ -14,7 +17,8 @@ interface Timer {
  * A clock on `performance.now()` (offset to the epoch, so instants read like `Date.now()` but never
  * step backwards). Timers live in one heap behind a single host timer, so every timer due at one
  * instant fires in registration order in one batch, before the task resumptions they cause, as on the
- * virtual clock.
+ * virtual clock. A timer further away than a host timer can wait (2^31 - 1 ms, about 24.8 days) is
+ * reached by re-arming at that limit, quietly.
  *
  * The task tree's stamps (when a task started, when a wait began) use a coarser reading: one host
  * read serves them all until an unref'd 1 ms interval ticks, and that interval runs only while
@@ -125,12 +129,22 @@ export function createRealClock(): Clock {
       return;
     }
     clearHost();
-    hostAt = next.at;
-    const delay = next.at - now();
+    const t = now();
+    const delay = next.at - t;
     // A timer already due fires on the next turn: setTimeout would clamp 0 to 1 ms, which makes
     // every `sleep(0)` (a zero backoff, say) cost a millisecond.
-    if (delay <= 0) immediate = setImmediate(fire);
-    else host = setTimeout(fire, Math.ceil(delay));
+    if (delay <= 0) {
+      hostAt = next.at;
+      immediate = setImmediate(fire);
+    } else if (delay > MAX_HOST_DELAY_MS) {
+      // The host would fire after 1 ms (with a TimeoutOverflowWarning) and re-arm forever; wake at
+      // the host's limit instead, find nothing due, and re-arm from there until the timer is due.
+      hostAt = t + MAX_HOST_DELAY_MS;
+      host = setTimeout(fire, MAX_HOST_DELAY_MS);
+    } else {
+      hostAt = next.at;
+      host = setTimeout(fire, Math.ceil(delay));
+    }
     held = true;
     hold(live > 0);
   };

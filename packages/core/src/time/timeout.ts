@@ -2,7 +2,7 @@
  * `timeout` and `timeoutAt`: scopes with a deadline that own their cancellation.
  * @module
  */
-import { checkDurationMs, invalidRange, TimeoutError } from "../errors.js";
+import { checkDurationMs, invalidRange, invalidType, TimeoutError } from "../errors.js";
 import { BoundOp4 } from "../kernel/bound-op.js";
 import type { Clock } from "../kernel/clock.js";
 import { currentTask, delegate } from "../kernel/current.js";
@@ -23,6 +23,9 @@ import { CLOCK_KEY } from "../kernel/task.js";
  * **Time**: the deadline is inclusive (a result due exactly at it loses), travels to children, and is
  * readable with `deadline()` / `remaining()`. `timeout(0, op)` never starts `op`; `Infinity` disables.
  *
+ * `options.label` says what timed out: `timeout(200, op, { label: "fetch orders" })` fails with
+ * `timeout(200, fetch orders): timed out after 200 ms`.
+ *
  * @example
  * ```ts
  * import { run, sleep, timeout, TimeoutError } from "@keel/core";
@@ -30,12 +33,51 @@ import { CLOCK_KEY } from "../kernel/task.js";
  *   try { yield* timeout(100, sleep(5000)); } catch (e) { console.log(e instanceof TimeoutError); } // true
  * });
  * ```
- * @throws `RangeError` for a negative or NaN `ms`; `TypeError` when `op` is not an operation.
+ * @throws `RangeError` for a negative or NaN `ms`; `TypeError` when `op` is not an operation, or for a `label` that is not a string.
  */
-export function timeout<T>(ms: number, op: Op<T>): Operation<T> {
+export function timeout<T>(ms: number, op: Op<T>, options?: TimeoutOptions): Operation<T> {
   checkDurationMs("timeout(ms)", ms);
   checkOp("timeout(ms, op)", op);
-  return timeoutScope(op, `timeout(${ms})`, (t) => t + ms);
+  return timeoutScope(op, scopeLabel("timeout", ms, options), (t) => t + ms);
+}
+
+/**
+ * What a `timeout` or `timeoutAt` scope is called.
+ *
+ * @example
+ * ```ts
+ * import { run, sleep, type TimeoutOptions, timeout } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const options: TimeoutOptions = { label: "fetch orders" };
+ * try {
+ *   await run(() => timeout(200, sleep(1000), options), { clock: createVirtualClock() });
+ * } catch (e) {
+ *   console.log((e as Error).message); // timeout(200, fetch orders): timed out after 200 ms
+ * }
+ * ```
+ */
+export interface TimeoutOptions {
+  /**
+   * Says what is timed out: the scope is `timeout(200, fetch orders)` in the `TimeoutError`'s
+   * message and `label`, in events and in the task tree.
+   */
+  label?: string;
+}
+
+/** `timeout(200)`, or `timeout(200, fetch orders)` with a label; checks the options on the way. */
+function scopeLabel(
+  api: "timeout" | "timeoutAt",
+  bound: number,
+  options: TimeoutOptions | undefined,
+): string {
+  const call = api === "timeout" ? "timeout(ms, op" : "timeoutAt(at, op";
+  if (options === undefined) return `${api}(${bound})`;
+  if (typeof options !== "object" || options === null)
+    throw invalidType(`${call}, options)`, "an object", options);
+  const { label } = options;
+  if (label === undefined) return `${api}(${bound})`;
+  if (typeof label !== "string") throw invalidType(`${call}, { label })`, "a string", label);
+  return `${api}(${bound}, ${label})`;
 }
 
 /**
@@ -54,13 +96,13 @@ export function timeout<T>(ms: number, op: Op<T>): Operation<T> {
  * }, { clock: createVirtualClock() });
  * console.log(left); // 1500
  * ```
- * @throws `RangeError` for a NaN `at`; `TypeError` when `op` is not an operation.
+ * @throws `RangeError` for a NaN `at`; `TypeError` when `op` is not an operation, or for a `label` that is not a string.
  */
-export function timeoutAt<T>(at: number, op: Op<T>): Operation<T> {
+export function timeoutAt<T>(at: number, op: Op<T>, options?: TimeoutOptions): Operation<T> {
   if (typeof at !== "number" || Number.isNaN(at))
     throw invalidRange("timeoutAt(at)", "a number (an instant on the runtime's clock)", at);
   checkOp("timeoutAt(at, op)", op);
-  return timeoutScope(op, `timeoutAt(${at})`, () => at);
+  return timeoutScope(op, scopeLabel("timeoutAt", at, options), () => at);
 }
 
 /**

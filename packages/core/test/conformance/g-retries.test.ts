@@ -496,7 +496,11 @@ describe("G. retries, backoff and the total budget", () => {
       await h.expectClean();
     });
 
-    it("103 (variant): an attempt that turns Cancelled into a transient error still stops the loop at 150, reported as a swallow", async () => {
+    // Decision (issue 11, semantics §2 "an error beats a cancellation"): the conformance text reads
+    // this variant as a swallow that ends the task cancelled; an attempt that replaces the unwinding
+    // `Cancelled` with an error is the same as a `finally` that throws, so the error propagates
+    // unchanged, as it would without `retry`, and the loop still stops at once.
+    it("103 (variant): an attempt that turns Cancelled into a transient error still stops the loop at 150; the error beats the cancellation", async () => {
       const h = createHarness();
       let calls = 0;
       const t = h.run(
@@ -525,9 +529,12 @@ describe("G. retries, backoff and the total budget", () => {
 
       expect(await cancelled).toEqual({ at: 150, timers: 0 });
       expect(h.log).toEqual(["a1@0", "a2@50", "a2.fin@150"]);
-      expect(t.state).toBe("cancelled");
-      expect(error).toBeInstanceOf(TaskCancelledError);
-      expect(h.eventsOf("cleanup:swallow").map((e) => e.at)).toEqual([150]);
+      expect(t.state).toBe("failed");
+      expect(error).toMatchObject({ status: 503 });
+      expect(h.eventsOf("cleanup:swallow")).toEqual([]);
+      expect(h.eventsOf("cancel:replaced").map((e) => [e.error, e.reason.kind, e.at])).toEqual([
+        [error, "cancel", 150],
+      ]);
       expect(retryEventCounts(h)).toEqual({ attempt: 2, sleep: 1, giveup: 0, unreachable: 0 });
       await h.expectClean();
     });

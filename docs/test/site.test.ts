@@ -1,0 +1,149 @@
+/**
+ * The docs site (`npm run docs`, typedoc into `docs/site/`): every relative link in it resolves, and
+ * its front page renders in headless Chromium, served from 127.0.0.1: a screenshot is written to
+ * `docs/site/front-page.png` (to look at), and the DOM after the page's scripts ran must hold the
+ * guide's front page and the navigation with the four modules as users import them.
+ *
+ * The site is built here when `docs/site/` has none (CI builds it first, with `npm run docs`, whose
+ * typedoc validation fails on broken links and undocumented exports). Without Chromium the test is
+ * skipped with one line saying how to install it, unless `KEEL_REQUIRE_CHROMIUM=1` (CI) makes that a
+ * failure.
+ */
+import { execFile, execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const site = path.join(root, "docs", "site");
+const required = process.env.KEEL_REQUIRE_CHROMIUM === "1";
+
+/** `KEEL_CHROMIUM` names the binary (and only it); otherwise Debian's path. */
+function findChromium(): string | null {
+  const candidates = process.env.KEEL_CHROMIUM ? [process.env.KEEL_CHROMIUM] : ["/usr/bin/chromium"];
+  return candidates.find((c) => existsSync(c)) ?? null;
+}
+const chromium = findChromium();
+if (!chromium && !required)
+  console.warn(
+    "docs site test skipped: Chromium is not installed (apt-get update && apt-get install -y chromium)",
+  );
+
+const types: Record<string, string> = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript",
+  ".css": "text/css",
+  ".svg": "image/svg+xml",
+};
+
+function serve(dir: string): Promise<Server> {
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    let file = path.join(dir, decodeURIComponent(url.pathname));
+    if (!file.startsWith(dir)) file = dir;
+    if (existsSync(file) && statSync(file).isDirectory()) file = path.join(file, "index.html");
+    if (!existsSync(file)) {
+      res.statusCode = 404;
+      res.end();
+      return;
+    }
+    res.setHeader("content-type", types[path.extname(file)] ?? "application/octet-stream");
+    res.end(readFileSync(file));
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+/** Runs headless Chromium once on `url` with `extra` flags (a fresh profile each time). */
+function headless(binary: string, url: string, extra: string[]): Promise<string> {
+  const profile = mkdtempSync(path.join(tmpdir(), "keel-chromium-"));
+  const flags = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    `--user-data-dir=${profile}`,
+    "--window-size=1280,1000",
+    "--hide-scrollbars",
+    // Lets the page's deferred scripts (the navigation, the search index) run before the capture.
+    "--virtual-time-budget=5000",
+    ...extra,
+    url,
+  ];
+  return new Promise((resolve, reject) => {
+    execFile(binary, flags, { maxBuffer: 64 * 1024 * 1024, timeout: 120_000 }, (error, stdout) => {
+      rmSync(profile, { recursive: true, force: true });
+      if (error) reject(error);
+      else resolve(stdout);
+    });
+  });
+}
+
+function htmlFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) return htmlFiles(full);
+    return entry.name.endsWith(".html") ? [full] : [];
+  });
+}
+
+describe.skipIf(!chromium && !required)("the docs site", () => {
+  let server: Server | undefined;
+
+  beforeAll(() => {
+    if (!existsSync(path.join(site, "index.html")))
+      execFileSync(process.execPath, [path.join(root, "scripts", "docs-site.mjs")], { stdio: "inherit" });
+  }, 300_000);
+
+  afterAll(() => {
+    server?.close();
+  });
+
+  it("has no relative link to a file that is not in the site", () => {
+    const broken: string[] = [];
+    const files = htmlFiles(site);
+    for (const file of files) {
+      for (const [, target] of readFileSync(file, "utf8").matchAll(/(?:href|src)="([^"]*)"/g)) {
+        if (!target || /^(#|[a-z]+:|\/\/)/i.test(target)) continue;
+        const local = decodeURIComponent(target.replace(/[?#].*$/, ""));
+        if (!existsSync(path.resolve(path.dirname(file), local)))
+          broken.push(`${path.relative(site, file)} -> ${target}`);
+      }
+    }
+    expect(files.length).toBeGreaterThan(50);
+    expect(broken).toEqual([]);
+  });
+
+  it("renders its front page in headless Chromium", async () => {
+    if (!chromium) throw new Error("KEEL_REQUIRE_CHROMIUM=1 but Chromium is not installed");
+    server = await serve(site);
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const screenshot = path.join(site, "front-page.png");
+    rmSync(screenshot, { force: true });
+    const [dom] = await Promise.all([
+      headless(chromium, url, ["--dump-dom"]),
+      headless(chromium, url, [`--screenshot=${screenshot}`]),
+    ]);
+
+    expect(dom).toContain("The Keel guide");
+    // The navigation is filled in by a script, from compressed data: the guide's pages and the four
+    // modules, named as users import them, must be in it.
+    const nav = dom.slice(dom.indexOf('id="tsd-nav-container"'));
+    expect(nav).toContain("<span>The task tree</span>");
+    for (const module of ["@keel/core", "@keel/core/http", "@keel/core/effection", "@keel/testing"])
+      expect(nav).toContain(`<span>${module}</span>`);
+
+    const png = readFileSync(screenshot);
+    expect(png.subarray(1, 4).toString("latin1")).toBe("PNG");
+    expect([png.readUInt32BE(16), png.readUInt32BE(20)]).toEqual([1280, 1000]);
+    // A blank or unstyled page compresses to a few KB; the rendered front page is about 200 KB.
+    expect(png.length).toBeGreaterThan(50_000);
+  }, 300_000);
+});

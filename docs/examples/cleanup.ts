@@ -4,7 +4,17 @@
  * Every overrun, swallow and abandonment is an event.
  */
 import assert from "node:assert/strict";
-import { deadline, isCancelled, remaining, sleep, suspend, withCleanupBudget } from "@keel/core";
+import {
+  deadline,
+  isCancelled,
+  race,
+  remaining,
+  scoped,
+  sleep,
+  spawn,
+  suspend,
+  withCleanupBudget,
+} from "@keel/core";
 import { createHarness } from "@keel/testing";
 
 // 1. Within the budget, cleanup is ordinary code: suspension points work, deadlines read the
@@ -109,6 +119,51 @@ import { createHarness } from "@keel/testing";
   assert.equal(task.state, "cancelled"); // the value is dropped
   const [swallow] = h.eventsOf("cleanup:swallow");
   assert.equal(swallow?.reason.kind, "cancel");
+  await h.expectClean();
+}
+// The budget counts from the request: the root is cancelled at 20 while its race awaits a loser
+// whose cleanup takes two budgets (its own child's cleanup hangs too). The root's own cleanup is
+// cut as soon as it runs, at 2 B; it is not given a third budget.
+{
+  const h = createHarness();
+  const B = 200;
+  function* hungCleanup() {
+    try {
+      yield* suspend();
+    } finally {
+      yield* suspend();
+    }
+  }
+  const task = h.run(
+    function* root() {
+      try {
+        yield* race([
+          function* winner() {
+            yield* sleep(10);
+          },
+          function* loser() {
+            try {
+              yield* suspend();
+            } finally {
+              yield* scoped(function* drain() {
+                yield* spawn(hungCleanup);
+                yield* suspend();
+              });
+            }
+          },
+        ]);
+      } finally {
+        yield* suspend();
+      }
+    },
+    { cleanupBudgetMs: B },
+  );
+  await h.run(function* operator() {
+    yield* sleep(20);
+    yield* task.cancel();
+    h.mark("settled");
+  });
+  assert.deepEqual(h.log, [`settled@${10 + 2 * B}`]);
   await h.expectClean();
 }
 console.log("cleanup: ok");

@@ -150,4 +150,40 @@ for (const shielded of [false, true]) {
   await assert.rejects(Promise.resolve(task), (e) => isTimeoutError(e) && e.elapsedMs === 1100);
   await h.expectClean();
 }
+// 8. Shield limits nest: an inner shield gets what is left of the enclosing one. Nested in a
+//    `finally` with a 300 ms budget, cancelled at 10: settled at 1210 (the outer 900 plus one
+//    budget), although the inner shield asked for 1800 ms and its work swallows every cancellation.
+{
+  const h = createHarness();
+  const task = h.run(
+    function* owner() {
+      try {
+        yield* suspend();
+      } finally {
+        yield* shield(
+          () =>
+            shield(
+              function* swallowsEverything() {
+                for (;;) {
+                  try {
+                    yield* suspend();
+                  } catch {}
+                }
+              },
+              { limitMs: 1800 },
+            ),
+          { limitMs: 900 },
+        );
+      }
+    },
+    { cleanupBudgetMs: 300 },
+  );
+  await h.run(function* operator() {
+    yield* sleep(10);
+    yield* task.cancel();
+    h.mark("settled");
+  });
+  assert.deepEqual(h.log, ["settled@1210"]);
+  await h.expectClean();
+}
 console.log("shield: ok");

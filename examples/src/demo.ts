@@ -1,30 +1,72 @@
 /**
- * `npm run demo`: six scenarios of Keel's semantics, each on its own virtual clock, so the whole
- * demo runs in milliseconds and prints the same trace every time. examples/test/demo.test.ts runs
- * the same functions and pins their facts, so this trace cannot silently drift from the runtime.
+ * `npm run demo`: a worker on the embedded queue runs about 2,000 jobs, each calling a flaky HTTP
+ * API (the fault server: slow answers, 503 with Retry-After, resets, hangs, invalid orders). A live
+ * progress line while it runs, a summary at the end; Ctrl-C shuts it down within its budget and
+ * prints what was released. `--jobs N` (or `KEEL_DEMO_JOBS`) changes the count.
  * @module
  */
-import { asyncCleanup } from "./scenarios/async-cleanup.js";
-import { deadlineTravels } from "./scenarios/deadline-travels.js";
-import { hungCleanup } from "./scenarios/hung-cleanup.js";
-import { innerTimeoutCaught } from "./scenarios/inner-timeout-caught.js";
-import type { ScenarioResult } from "./scenarios/narration.js";
-import { outerDeadlineWins } from "./scenarios/outer-deadline-wins.js";
-import { shieldedFlush } from "./scenarios/shielded-flush.js";
+import { exponential, main, now, sleep, spawn } from "@keel/core";
+import { createHttpClient } from "@keel/core/http";
+import { createFaultServer } from "@keel/testing";
+import { createMemoryQueue, useWorker } from "@keel/worker";
+import { routeFor, routes } from "./worker/flaky-api.js";
+import { progressLine, shutdownLines, summary } from "./worker/progress.js";
 
-function print(result: ScenarioResult<unknown>): void {
-  console.log(`\n${result.title}`);
-  for (const line of result.lines) console.log(`  ${line}`);
-}
+const flag = process.argv.indexOf("--jobs");
+const jobs = Number(flag > 0 ? process.argv[flag + 1] : (process.env.KEEL_DEMO_JOBS ?? 2000));
+const tty = process.stdout.isTTY === true;
+const drainMs = 2000;
+const cleanupBudgetMs = 1000;
+const closeCapMs = 1000;
 
-console.log("Keel demo: every timestamp is virtual time, in ms from the scenario's start.");
-print(await innerTimeoutCaught());
-print(await outerDeadlineWins());
-const travel = await deadlineTravels();
-print(travel);
-print(await asyncCleanup());
-print(await hungCleanup());
-print(await shieldedFlush());
-
-console.log(`\nLive task tree of scenario 3 at t=${travel.facts.treeAt}ms:`);
-for (const line of travel.facts.tree.split("\n")) console.log(`  ${line}`);
+await main(
+  function* demo() {
+    const api = yield* createFaultServer(routes, { connectHang: false });
+    const client = yield* createHttpClient({ baseUrl: api.url, retry: false, connections: 64 });
+    const queue = yield* createMemoryQueue<{ order: number }>({ name: "orders" });
+    const worker = yield* useWorker(
+      queue,
+      function* syncOrder(job) {
+        yield* client.getJson(routeFor(job.id, job.attempt));
+      },
+      {
+        concurrency: 64,
+        timeoutMs: 1500,
+        retry: { attempts: 4, backoff: exponential({ baseMs: 50, maxMs: 1000 }) },
+        drainMs,
+        cleanupBudgetMs,
+        closeCapMs,
+        onShutdown: (report) => {
+          if (report.inFlightAtStop > 0) for (const line of shutdownLines(report)) console.log(line);
+        },
+      },
+    );
+    console.log(`Keel worker demo: ${jobs} jobs against a flaky API at ${api.url} (Ctrl-C to stop)`);
+    const startedAt = yield* now();
+    for (let i = 1; i <= jobs; i++)
+      yield* queue.add({ order: i }, { id: `order-${i}`, ttlMs: i % 100 === 0 ? 300 : 30_000 });
+    const reporter = yield* spawn(function* progress() {
+      for (;;) {
+        yield* sleep(tty ? 100 : 1000);
+        const line = progressLine(yield* worker.stats(), (yield* now()) - startedAt);
+        if (tty) process.stdout.write(`\r\x1b[2K${line}`);
+        else console.log(line);
+      }
+    });
+    try {
+      for (;;) {
+        const c = yield* queue.counts();
+        if (c.completed + c.deadLettered >= jobs) break;
+        yield* sleep(20);
+      }
+    } finally {
+      yield* reporter.cancel();
+      const stats = yield* worker.stats();
+      const elapsedMs = (yield* now()) - startedAt;
+      if (tty) process.stdout.write("\n");
+      console.log(progressLine(stats, elapsedMs));
+      for (const line of summary(stats, elapsedMs, yield* queue.deadLetters())) console.log(line);
+    }
+  },
+  { shutdownBudgetMs: drainMs + cleanupBudgetMs + closeCapMs + 2000 },
+);

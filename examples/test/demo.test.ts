@@ -2,7 +2,7 @@
  * Pins what the demo narrates: each scenario's values and virtual times, a few of its lines, and the
  * leak check, so `npm run demo` cannot drift from the runtime unnoticed.
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { asyncCleanup } from "../src/scenarios/async-cleanup.js";
@@ -124,15 +124,16 @@ describe("the demo's scenarios", () => {
   });
 });
 
-describe("npm run demo", () => {
-  it("prints all six scenarios and the live task tree, and exits 0", () => {
-    const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
+const tsx = (script: string) => ["--import", "tsx", "--conditions=source", script];
 
-    const result = spawnSync(
-      process.execPath,
-      ["--import", "tsx", "--conditions=source", "examples/src/demo.ts"],
-      { cwd: repoRoot, encoding: "utf8", timeout: 15_000 },
-    );
+describe("npm run tour", () => {
+  it("prints all six scenarios and the live task tree, and exits 0", () => {
+    const result = spawnSync(process.execPath, tsx("examples/src/tour.ts"), {
+      cwd: repoRoot,
+      encoding: "utf8",
+      timeout: 15_000,
+    });
 
     expect(result.stderr).toBe("");
     expect(result.status).toBe(0);
@@ -142,3 +143,57 @@ describe("npm run demo", () => {
     expect(result.stdout).toMatch(/^ {6}inventory#\d+ running 50ms, .*waiting on sleep\(150\)/m);
   });
 });
+
+describe("npm run demo: the worker", () => {
+  it("runs every job to one outcome against the flaky API, then prints the summary", async () => {
+    const result = await runDemo(["--jobs", "120"]);
+
+    expect(result.stderr).toBe("");
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain("Keel worker demo: 120 jobs against a flaky API");
+    expect(result.stdout).toMatch(
+      /^done 120 \(completed \d+, dead-lettered \d+\) · retried \d+ · in flight 0 · waiting 0/m,
+    );
+    expect(result.stdout).toMatch(/^handler time of completed jobs: p50 \d+ ms, p99 \d+ ms$/m);
+    expect(result.stdout).toMatch(/^dead letters by reason: expired \d+, exhausted \d+, rejected \d+$/m);
+  }, 90_000);
+
+  it("Ctrl-C shuts it down within its budget and prints what it released", async () => {
+    const result = await runDemo(["--jobs", "20000"], (stdout) => /^done \d+/m.test(stdout));
+
+    expect(result.stderr).toContain("keel: SIGINT received; shutting down");
+    expect(result.stdout).toMatch(
+      /^shutdown: \d+ in flight at the stop, \d+ finished while draining, \d+ released/m,
+    );
+    // drainMs 2000 + cleanup budget 1000 + close cap 1000, plus room for a very busy machine.
+    expect(result.afterSignalMs).toBeLessThan(4000 + 6000);
+    expect(result.code).toBe(130);
+  }, 90_000);
+});
+
+/** Runs the demo as `npm run demo` does; with `interruptWhen`, sends SIGINT once stdout satisfies it. */
+function runDemo(
+  args: string[],
+  interruptWhen?: (stdout: string) => boolean,
+): Promise<{ code: number | null; stdout: string; stderr: string; afterSignalMs: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...tsx("examples/src/demo.ts"), ...args], { cwd: repoRoot });
+    let stdout = "";
+    let stderr = "";
+    let signalledAt = 0;
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+      if (interruptWhen && signalledAt === 0 && interruptWhen(stdout)) {
+        signalledAt = performance.now();
+        child.kill("SIGINT");
+      }
+    });
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.on("error", reject);
+    child.on("close", (code) =>
+      resolve({ code, stdout, stderr, afterSignalMs: signalledAt ? performance.now() - signalledAt : 0 }),
+    );
+  });
+}

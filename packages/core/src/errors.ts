@@ -62,6 +62,10 @@ export const errorCodes = {
     raisedBy: "reading a response body after the scope that made the request ended",
     retryable: false,
   },
+  KEEL_HTTP_RESPONSE_TOO_LARGE: {
+    raisedBy: "an HTTP body read whole (text, bytes, json, getJson) larger than maxResponseBytes",
+    retryable: false,
+  },
   KEEL_NOT_AN_INSTRUCTION: {
     raisedBy: "a generator that yields a value instead of yield* an operation",
     retryable: false,

@@ -36,6 +36,8 @@ export type { Scope } from "./kernel/spawn.js";
 export { scoped, spawn, useScope } from "./kernel/spawn.js";
 export { suspend } from "./kernel/suspend.js";
 export type { Task, TaskState } from "./kernel/task.js";
+// Emitting into the event stream from packages built on Keel (@keel/worker).
+export { emitEvent, type PackageEventInput } from "./observe/emit.js";
 export type { KeelEvent, KeelEventType } from "./observe/events.js";
 export type { TaskSnapshot } from "./observe/snapshot.js";
 export { formatTaskTree, snapshot } from "./observe/snapshot.js";

@@ -3,6 +3,7 @@
  * @module
  */
 import { checkDurationMs, invalidType } from "./errors.js";
+import { describeThrown } from "./format-value.js";
 import { captureAsyncContext } from "./kernel/async-context.js";
 import type { Clock } from "./kernel/clock.js";
 import type { ContextValues } from "./kernel/context.js";
@@ -27,6 +28,7 @@ import { realClock } from "./time/real-clock.js";
  *   cleanupBudgetMs: 1000,
  *   onEvent: (e) => events.push(e),
  *   random: () => 0.25,
+ *   signal: AbortSignal.timeout(60_000), // aborting it cancels the task
  * };
  * const drawn = await run(function* () { yield* sleep(3_600_000); return yield* random(); }, options);
  * console.log(drawn, events.map((e) => `${e.type}@${e.at}`)); // 0.25 ["task:start@0", "task:settle@3600000"]
@@ -43,14 +45,21 @@ export interface RunOptions {
   onEvent?: (event: KeelEvent) => void;
   /** The random source for jitter and anything else random in the tree (default `Math.random`). */
   random?: RandomSource;
+  /**
+   * Cancels the task when aborted, as `task.cancel(message)` would (reason kind `"cancel"`, the
+   * signal's reason as the message). Already aborted: the task is cancelled before its first turn,
+   * so none of its code runs.
+   */
+  signal?: AbortSignal;
 }
 
 /**
  * Starts `op` as a root task and returns it at once; the body starts on the next turn.
  *
  * Await the task for its value (a cancelled task rejects with `TaskCancelledError`), or call
- * `task.cancel()`, which settles once everything under it has unwound. Nothing is reported as an
- * unhandled rejection unless you await the task and ignore the error.
+ * `task.cancel()`, which settles once everything under it has unwound. The task is a promise
+ * (`then`, `catch`, `finally`); a task that fails while nobody has joined it is reported as an
+ * unhandled rejection, as a promise's would be. A task that ends cancelled is not.
  *
  * Every step of the tree's tasks runs in the async context (`AsyncLocalStorage` stores) in force at
  * this call, whatever other runs do meanwhile: see the guide's async context page.
@@ -60,17 +69,17 @@ export interface RunOptions {
  * import { run, sleep } from "@keel/core";
  * const task = run(function* hello() { yield* sleep(10); return "hello"; });
  * console.log(await task); // "hello"
+ * const stop = new AbortController();
+ * const worker = run(function* worker() { yield* sleep(60_000); }, { signal: stop.signal });
+ * stop.abort("no longer needed");
+ * console.log(await worker.catch((e: Error) => e.message)); // task worker#2 was cancelled (cancel: no longer needed)
  * ```
- * @throws `TypeError` when `op` is not an operation; `RangeError` for a bad `cleanupBudgetMs`.
+ * @throws `TypeError` when `op` is not an operation or an option has the wrong type; `RangeError`
+ * for a bad `cleanupBudgetMs`. Thrown at the call, before anything starts.
  */
 export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
   checkOp("run(op)", op);
-  const budget = options.cleanupBudgetMs ?? DEFAULT_CLEANUP_BUDGET_MS;
-  checkDurationMs("run(op, { cleanupBudgetMs })", budget);
-  const clock = options.clock ?? realClock;
-  if (options.random !== undefined && typeof options.random !== "function") {
-    throw invalidType("run(op, { random })", "a function returning a number in [0, 1)", options.random);
-  }
+  const { budget, clock } = checkRootOptions("run", options);
   const task = new TaskImpl(op, {
     name: options.name ?? nameOf(op, "run"),
     parent: null,
@@ -79,7 +88,69 @@ export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
     contexts: rootContexts(clock, budget, options.random),
     deadline: Infinity,
   });
+  task.whenSettled(() => task.reportUnhandledFailure());
+  if (options.signal) followSignal(task, options.signal);
   return task.start();
+}
+
+/**
+ * @internal Checks the options a root takes (`run`, `main`), naming `entry(op, { option })` in the
+ * error, and gives the budget and clock in force.
+ */
+export function checkRootOptions(entry: string, options: unknown): { budget: number; clock: Clock } {
+  if (typeof options !== "object" || options === null || Array.isArray(options))
+    throw invalidType(`${entry}(op, options)`, "an object", options);
+  const { name, clock, onEvent, random, signal, cleanupBudgetMs } = options as RunOptions;
+  const at = (option: string) => `${entry}(op, { ${option} })`;
+  if (name !== undefined && typeof name !== "string") throw invalidType(at("name"), "a string", name);
+  if (onEvent !== undefined && typeof onEvent !== "function")
+    throw invalidType(at("onEvent"), "a function", onEvent);
+  if (random !== undefined && typeof random !== "function")
+    throw invalidType(at("random"), "a function returning a number in [0, 1)", random);
+  if (
+    clock !== undefined &&
+    (typeof clock !== "object" ||
+      clock === null ||
+      typeof clock.now !== "function" ||
+      typeof clock.schedule !== "function")
+  )
+    throw invalidType(at("clock"), "a Clock (with now() and schedule())", clock);
+  if (signal !== undefined && !isAbortSignal(signal))
+    throw invalidType(at("signal"), "an AbortSignal", signal);
+  const budget = checkDurationMs(at("cleanupBudgetMs"), cleanupBudgetMs ?? DEFAULT_CLEANUP_BUDGET_MS, false);
+  return { budget, clock: clock ?? realClock };
+}
+
+function isAbortSignal(value: unknown): value is AbortSignal {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    typeof (value as AbortSignal).aborted === "boolean" &&
+    typeof (value as AbortSignal).addEventListener === "function" &&
+    typeof (value as AbortSignal).removeEventListener === "function"
+  );
+}
+
+/**
+ * Cancels `task` when `signal` aborts (at once if it already has: the request is in before the
+ * first turn, so no code of the task runs). The listener goes when the task settles, so a
+ * long-lived signal does not hold every task it ever governed.
+ */
+function followSignal(task: TaskImpl<unknown>, signal: AbortSignal): void {
+  const abort = () => {
+    task.cancel(abortMessage(signal.reason));
+  };
+  if (signal.aborted) {
+    abort();
+    return;
+  }
+  signal.addEventListener("abort", abort, { once: true });
+  task.whenSettled(() => signal.removeEventListener("abort", abort));
+}
+
+/** The cancellation's message from a signal's reason: a string as is, anything else described. */
+function abortMessage(reason: unknown): string {
+  return typeof reason === "string" ? reason : `aborted: ${describeThrown(reason)}`;
 }
 
 /**

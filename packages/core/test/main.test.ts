@@ -3,100 +3,12 @@
  * time is unavoidable here, since signals and exit codes only exist between processes; budgets are
  * small, waits generous, and timing asserts loose enough for a slow, shared machine.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { main, suspend } from "@keel/core";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { startChild } from "./support/child.js";
 
-const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
-const fixture = fileURLToPath(new URL("./fixtures/main-process.ts", import.meta.url));
-/** How long to wait for a line or an exit before failing the test with what the child printed. */
-const WAIT_MS = 10_000;
-
-interface Exit {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
-  /** `performance.now()` when the child exited. */
-  readonly at: number;
-}
-
-interface Child {
-  readonly process: ChildProcess;
-  stdoutLines(): string[];
-  stderr(): string;
-  /** Resolves when stdout has a line equal to `line`; rejects if the child exits first. */
-  waitForLine(line: string): Promise<void>;
-  /** Resolves when stderr contains `text`; rejects if the child exits first. */
-  waitForStderr(text: string): Promise<void>;
-  readonly exited: Promise<Exit>;
-  /** Whether the child has exited by now. */
-  readonly hasExited: boolean;
-}
-
-const children: ChildProcess[] = [];
-
-afterEach(() => {
-  // A failed test must not leave its child running.
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
-});
-
-function startFixture(...args: string[]): Child {
-  const proc = spawn(process.execPath, ["--import", "tsx", "--conditions=source", fixture, ...args], {
-    cwd: repoRoot,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  children.push(proc);
-  let out = "";
-  let err = "";
-  let exit: Exit | null = null;
-  const waiters = new Set<() => void>();
-  const wake = () => {
-    for (const w of [...waiters]) w();
-  };
-  proc.stdout!.setEncoding("utf8").on("data", (d: string) => {
-    out += d;
-    wake();
-  });
-  proc.stderr!.setEncoding("utf8").on("data", (d: string) => {
-    err += d;
-    wake();
-  });
-  const exited = new Promise<Exit>((resolve) => {
-    proc.on("close", (code, signal) => {
-      exit = { code, signal, at: performance.now() };
-      resolve(exit);
-      wake();
-    });
-  });
-  const waitFor = (what: string, done: () => boolean) =>
-    new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => finish(new Error(`timed out waiting for ${what}`)), WAIT_MS);
-      const check = () => {
-        if (done()) finish(null);
-        else if (exit) finish(new Error(`the child exited (code ${exit.code}) before ${what}`));
-      };
-      const finish = (e: Error | null) => {
-        clearTimeout(timer);
-        waiters.delete(check);
-        if (e) reject(new Error(`${e.message}\nstdout:\n${out}\nstderr:\n${err}`));
-        else resolve();
-      };
-      waiters.add(check);
-      check();
-    });
-  const lines = () => out.split("\n").filter((l) => l.length > 0);
-  return {
-    process: proc,
-    stdoutLines: lines,
-    stderr: () => err,
-    waitForLine: (line) => waitFor(`the line ${JSON.stringify(line)}`, () => lines().includes(line)),
-    waitForStderr: (text) => waitFor(`${JSON.stringify(text)} on stderr`, () => err.includes(text)),
-    exited,
-    get hasExited() {
-      return exit !== null;
-    },
-  };
-}
+const fixture = new URL("./fixtures/main-process.ts", import.meta.url);
+const startFixture = (...args: string[]) => startChild(fixture, ...args);
 
 describe("main in a real process", () => {
   it("a root that completes resolves main, removes its signal handlers and exits 0", async () => {
@@ -174,6 +86,22 @@ describe("main in a real process", () => {
     expect(child.stdoutLines()).toEqual(["ready", "cleanup start"]);
   });
 
+  it("with shutdownBudgetMs: Infinity, nested shields in a cleanup end within the outer limit plus one budget", async () => {
+    const child = startFixture("nested-shields", "Infinity");
+    await child.waitForLine("ready");
+
+    const signalledAt = performance.now();
+    child.process.kill("SIGINT");
+    const exit = await child.exited;
+
+    expect(exit.code).toBe(130);
+    // About 1200 ms (900 + 300); the inner shield's own 1800 ms limit would make it 2100 or more.
+    const elapsedMs = exit.at - signalledAt;
+    expect(elapsedMs).toBeGreaterThanOrEqual(1100);
+    expect(elapsedMs).toBeLessThan(1800);
+    expect(child.stderr()).toContain("shutting down (no budget");
+  });
+
   it("a root that throws prints the error with its stack and cause, and exits 1", async () => {
     const child = startFixture("throw");
 
@@ -238,6 +166,9 @@ describe("main's options", () => {
     expect(() => main(suspend, { shutdownBudgetMs: Number.NaN })).toThrow(RangeError);
     expect(() => main(suspend, { cleanupBudgetMs: -5 })).toThrow(/main\(op, \{ cleanupBudgetMs \}\)/);
     expect(() => main(suspend, { cleanupBudgetMs: -5 })).toThrow(RangeError);
+    expect(() => main(suspend, { cleanupBudgetMs: Infinity })).toThrow(
+      /main\(op, \{ cleanupBudgetMs \}\).*finite/,
+    );
     expect(() => main(suspend, { name: 42 as unknown as string })).toThrow(/main\(op, \{ name \}\)/);
     expect(() => main(suspend, { onEvent: "log" as unknown as () => void })).toThrow(TypeError);
     expect(() => main(42 as unknown as () => never)).toThrow(/main\(op\)/);

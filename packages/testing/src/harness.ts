@@ -3,6 +3,7 @@
  * @module
  */
 import { type KeelEvent, type KeelEventType, type Op, type RunOptions, run, type Task } from "@keel/core";
+import { nextHostTurn } from "./host.js";
 import { createVirtualClock, type VirtualClock } from "./virtual-clock.js";
 
 /**
@@ -79,7 +80,7 @@ export function createHarness(options: { start?: number; autojump?: boolean } = 
     },
     run: (op, runOptions) => run(op, { ...runOptions, clock, onEvent }),
     async expectClean() {
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await nextHostTurn();
       const problems: string[] = [];
       if (live.size > 0) problems.push(`${live.size} live task(s): ids ${[...live].join(", ")}`);
       if (clock.pendingTimers > 0)

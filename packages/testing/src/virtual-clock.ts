@@ -3,6 +3,7 @@
  * @module
  */
 import type { Clock } from "@keel/core";
+import { hostSetImmediate } from "./host.js";
 
 /**
  * A {@link Clock} whose time is controlled by the test.
@@ -59,6 +60,13 @@ export interface VirtualClock extends Clock {
   idle(key: string): () => void;
 }
 
+/**
+ * Autojumps in a row that found a timer already due (time could not move) before the clock treats
+ * the program as busy and moves on to its next later timer: a loop of `sleep(0)` never goes idle,
+ * yet on a real clock each turn takes time and later timers (a cleanup budget's cut) come due.
+ */
+const STALL_LIMIT = 1000;
+
 interface Timer {
   readonly at: number;
   readonly seq: number;
@@ -70,8 +78,12 @@ interface Timer {
  *
  * With `autojump` (on by default), when every task is suspended and nothing held is in flight, time
  * jumps to the next timer: the check runs on `setImmediate`, after the runtime's queue and every
- * pending promise callback have drained, so a test never sleeps for real. Timers due at one instant
- * fire in registration order, all before any task they wake resumes.
+ * pending promise callback have drained, so a test never sleeps for real. It is the host's own
+ * `setImmediate`, kept from module load, so autojump works under `vi.useFakeTimers()` too. Timers
+ * due at one instant fire in registration order, all before any task they wake resumes. A program
+ * that never goes idle with time moving (a loop of `sleep(0)` that swallows its cancellation) is
+ * treated as busy: after 1000 jumps in a row that only fired timers already due, time moves on to
+ * the next later timer, so a cleanup budget's cut comes as it would on a real clock.
  *
  * @example
  * ```ts
@@ -94,6 +106,7 @@ export function createVirtualClock(options: { start?: number; autojump?: boolean
   const idleKeys = new Map<string, number>();
   const counting = () => [...holdSet].filter((h) => h.key === undefined || !idleKeys.has(h.key));
   let armed = false;
+  let stalls = 0;
   let autojump = options.autojump ?? true;
   const timers: Timer[] = [];
 
@@ -121,11 +134,18 @@ export function createVirtualClock(options: { start?: number; autojump?: boolean
   const arm = () => {
     if (armed || !autojump || timers.length === 0) return;
     armed = true;
-    setImmediate(() => {
+    hostSetImmediate(() => {
       armed = false;
       if (!autojump || timers.length === 0 || counting().length > 0) return;
-      const next = timers[0]!.at;
-      fireUntil(Math.max(next, current));
+      let target = Math.max(timers[0]!.at, current);
+      if (target > current) stalls = 0;
+      else if (++stalls >= STALL_LIMIT) {
+        // Busy at one instant for too long: let time pass to the next later timer, as it would.
+        stalls = 0;
+        const later = timers.find((t) => t.at > current);
+        if (later) target = later.at;
+      }
+      fireUntil(target);
       arm();
     });
   };
@@ -164,6 +184,7 @@ export function createVirtualClock(options: { start?: number; autojump?: boolean
       if (typeof ms !== "number" || Number.isNaN(ms) || ms < 0 || ms === Infinity) {
         throw new RangeError(`clock.advance(ms): expected a finite number ≥ 0, got ${String(ms)}`);
       }
+      if (ms > 0) stalls = 0;
       fireUntil(current + ms);
       arm();
     },

@@ -38,7 +38,7 @@ import { type KeelEnv, KeelEnvContext } from "./env.js";
 export function toEffection<T>(op: Op<T>, options: { cleanupBudgetMs?: number } = {}): EffectionOperation<T> {
   checkOp("toEffection(op)", op);
   const budgetMs = options.cleanupBudgetMs;
-  if (budgetMs !== undefined) checkDurationMs("toEffection(op, { cleanupBudgetMs })", budgetMs);
+  if (budgetMs !== undefined) checkDurationMs("toEffection(op, { cleanupBudgetMs })", budgetMs, false);
   const name = nameOf(op, "keel");
   return {
     // No `finally` in this frame: it is `yield*`-delegated by its caller, and a `finally` that
@@ -97,7 +97,13 @@ function startKeelTask<T>(
   budgetMs: number | undefined,
 ): TaskImpl<T> {
   if (!env) {
-    return run(op, { name, ...(budgetMs === undefined ? {} : { cleanupBudgetMs: budgetMs }) }) as TaskImpl<T>;
+    const task = run(op, {
+      name,
+      ...(budgetMs === undefined ? {} : { cleanupBudgetMs: budgetMs }),
+    }) as TaskImpl<T>;
+    // Its outcome goes to the effection caller, which reports a failure.
+    task.markHandled();
+    return task;
   }
   const contexts =
     budgetMs === undefined

@@ -8,128 +8,13 @@ import { KeelError } from "../errors.js";
 import { until } from "../kernel/interop.js";
 import type { Operation } from "../kernel/operation.js";
 import { resource } from "../kernel/resource.js";
-import type { RetryPolicy } from "../resilience/retry.js";
 import { useClock } from "../time/deadline.js";
 import { ConnectionBook } from "./connections.js";
+import type { HttpClientOptions, RequestOptions } from "./options.js";
 import { performRequest } from "./perform.js";
 import { type ClientState, checkClientOptions, planFor } from "./plan.js";
 import type { HttpResponse } from "./response.js";
-
-/**
- * Per-phase limits, each on the runtime's clock and clamped to the effective deadline.
- *
- * @example
- * ```ts
- * import { run } from "@keel/core";
- * import { createHttpClient, HttpTimeoutError, type HttpTimeouts } from "@keel/core/http";
- * import { createFaultServer, createVirtualClock } from "@keel/testing";
- * const clock = createVirtualClock();
- * const limits: HttpTimeouts = { connectMs: 1000, headersMs: 300, bodyIdleMs: 1000, totalMs: 5000 };
- * const outcome = await run(function* () {
- *   const server = yield* createFaultServer({ "/slow": { hang: "before-headers" } }, { connectHang: false });
- *   const client = yield* createHttpClient({ baseUrl: server.url, timeouts: limits, retry: false });
- *   try {
- *     yield* client.get("/slow");
- *     return "answered";
- *   } catch (e) {
- *     if (e instanceof HttpTimeoutError) return `${e.phase} timeout at ${clock.now()} ms`;
- *     throw e;
- *   }
- * }, { clock });
- * console.log(outcome); // "headers timeout at 300 ms"
- * ```
- */
-export interface HttpTimeouts {
-  /** Until the request is on a connected socket (queueing for a pooled connection included). */
-  connectMs?: number;
-  /** From then until the response headers. */
-  headersMs?: number;
-  /** The longest gap between two body chunks. */
-  bodyIdleMs?: number;
-  /** The whole call: connect, headers, body, parse, and every retry. */
-  totalMs?: number;
-}
-
-/**
- * Options of one request.
- *
- * @example
- * ```ts
- * import { run } from "@keel/core";
- * import { createHttpClient, type RequestOptions } from "@keel/core/http";
- * import { createFaultServer, createVirtualClock } from "@keel/testing";
- * const order: RequestOptions = {
- *   method: "POST",
- *   query: { dryRun: false },
- *   json: { sku: "A-1", qty: 2 },
- *   idempotencyKey: "order-7f3a", // the same on every attempt, so the POST may be retried
- *   timeouts: { headersMs: 500 },
- *   retry: { attempts: 3 },
- * };
- * const seen = await run(function* () {
- *   const routes = { "POST /orders": [503, { status: 201, json: { id: 7 } }] };
- *   const server = yield* createFaultServer(routes, { connectHang: false });
- *   const client = yield* createHttpClient({ baseUrl: server.url });
- *   const res = yield* client.request("/orders", order);
- *   return { status: res.status, body: yield* res.json(), attempts: server.hits("POST /orders") };
- * }, { clock: createVirtualClock() });
- * console.log(seen); // { status: 201, body: { id: 7 }, attempts: 2 }
- * ```
- */
-export interface RequestOptions {
-  method?: string;
-  headers?: Record<string, string>;
-  query?: Record<string, string | number | boolean | undefined>;
-  body?: string | Uint8Array;
-  /** Sent as JSON with `content-type: application/json`; not together with `body`. */
-  json?: unknown;
-  timeouts?: HttpTimeouts;
-  retry?: RetryPolicy | false;
-  /** Sent as `Idempotency-Key` (the same on every attempt); makes POST/PATCH retryable. */
-  idempotencyKey?: string;
-  /** Which statuses are a success (default: below 400); `false` accepts every status. */
-  expect?: ((status: number) => boolean) | false;
-}
-
-/**
- * Options of {@link createHttpClient}.
- *
- * @example
- * ```ts
- * import { run, timeout } from "@keel/core";
- * import { createHttpClient, type HttpClientOptions } from "@keel/core/http";
- * import { createFaultServer, createVirtualClock } from "@keel/testing";
- * const seen = await run(function* () {
- *   const server = yield* createFaultServer({ "/": { status: 200, json: { ok: true } } }, { connectHang: false });
- *   const options: HttpClientOptions = {
- *     baseUrl: server.url,
- *     headers: { "user-agent": "billing/1.4" },
- *     connections: 2,
- *     timeouts: { connectMs: 1000, headersMs: 2000, totalMs: 5000 },
- *     retry: { attempts: 2 },
- *     deadlineHeader: "x-deadline-ms",
- *   };
- *   const client = yield* createHttpClient(options);
- *   yield* timeout(800, () => client.getJson("/"));
- *   const { headers } = server.requests[0]!;
- *   return [headers["user-agent"], headers["x-deadline-ms"]];
- * }, { clock: createVirtualClock() });
- * console.log(seen); // ["billing/1.4", "800"]
- * ```
- */
-export interface HttpClientOptions {
-  baseUrl?: string;
-  headers?: Record<string, string>;
-  /** Connections per origin (default 10). */
-  connections?: number;
-  /** Reuse connections (default true). */
-  keepAlive?: boolean;
-  timeouts?: HttpTimeouts;
-  /** Default: up to 3 attempts on transient failures, with jittered exponential backoff. */
-  retry?: RetryPolicy | false;
-  /** A header that carries the remaining deadline in ms downstream (default: none). */
-  deadlineHeader?: string | false;
-}
+import { type HttpClientStats, statsOf } from "./stats.js";
 
 /**
  * An HTTP client bound to the scope that created it.
@@ -164,6 +49,8 @@ export interface HttpClient {
   delete(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse>;
   /** Request, check for 2xx, read and parse the JSON body: one budget, retried as one. */
   getJson<T = unknown>(path: string, options?: Omit<RequestOptions, "method" | "expect">): Operation<T>;
+  /** The pools' numbers now (connections open and free, requests running, pending and queued). */
+  stats(): HttpClientStats;
 }
 
 /**
@@ -201,13 +88,16 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
   return resource<HttpClient>(function* httpClient(provide) {
     const clock = yield* useClock();
     const connections = new ConnectionBook(clock);
-    const agent = new Agent({
-      connections: options.connections ?? 10,
-      pipelining: 1,
-      connect: connections.connector(),
-      headersTimeout: 0,
-      bodyTimeout: 0,
-    });
+    const own = options.dispatcher === undefined;
+    const agent =
+      options.dispatcher ??
+      new Agent({
+        connections: options.connections ?? 10,
+        pipelining: 1,
+        connect: connections.connector(),
+        headersTimeout: 0,
+        bodyTimeout: 0,
+      });
     const state: ClientState = { ...base, agent, connections, clock, targets: new Map() };
     let closed = false;
     const call = (
@@ -234,6 +124,7 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       delete: verb("DELETE"),
       getJson: <T>(path: string, opts: Omit<RequestOptions, "method" | "expect"> = {}) =>
         call(path, opts, "GET", "json") as Operation<T>,
+      stats: () => statsOf(agent),
     };
     try {
       yield* provide(client);
@@ -241,8 +132,10 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       closed = true;
       // Started synchronously, so the sockets close even if this cleanup can no longer suspend.
       const release = clock.hold?.("http client: closing the pool");
+      // A dispatcher of the user's is theirs to close; every request of this client has ended.
+      const destroyed = own ? agent.destroy().catch(() => {}) : Promise.resolve();
+      // After undici's own teardown: what it lost track of (see connections.ts) closes too.
       connections.destroyAll();
-      const destroyed = agent.destroy().catch(() => {});
       if (release) destroyed.then(() => setImmediate(release));
       yield* until(destroyed);
     }

@@ -7,6 +7,13 @@
  * cancelled call would leave a socket behind (connecting, or opened for nothing). With these books
  * the connector refuses to open a connection no live request needs, and the last live request to
  * give up on an origin destroys the sockets still connecting to it.
+ *
+ * The books also keep every socket they handed to undici until it closes, and the client's end
+ * destroys those still open. undici 7's Pool drops a client from its list after a connection error
+ * without closing it, and that client keeps taking queued requests from the pool: it connects
+ * again, and `agent.destroy()` no longer reaches its socket (undici 8 closes such a client). Keel's
+ * refused and abandoned connects are connection errors, so under timeouts and cancellation this
+ * happened, and sockets stayed open after the client's scope had ended (issue 11).
  * @module
  */
 import type { Socket } from "node:net";
@@ -24,6 +31,8 @@ export class ConnectionBook {
   /** Invariant: the count of live requests per origin from dispatch until they reach a socket. */
   private readonly waiting = new Map<string, number>();
   private readonly connecting = new Map<string, Set<Socket>>();
+  /** Invariant: every socket handed to undici that has not closed yet. */
+  private readonly open = new Set<Socket>();
 
   constructor(private readonly clock: Clock) {}
 
@@ -42,9 +51,16 @@ export class ConnectionBook {
     if (gaveUp) this.destroyConnecting(key);
   }
 
-  /** Destroys every socket still connecting (the pool is closing). */
+  /** Destroys every socket still connecting, and every one undici still holds open (the pool is closing). */
   destroyAll(): void {
     for (const key of [...this.connecting.keys()]) this.destroyConnecting(key);
+    for (const s of this.open) s.destroy();
+    this.open.clear();
+  }
+
+  /** Sockets handed to undici and still open. */
+  get openSockets(): number {
+    return this.open.size;
   }
 
   /**
@@ -71,8 +87,11 @@ export class ConnectionBook {
         if (socket) set.delete(socket);
         if (set.size === 0 && this.connecting.get(key) === set) this.connecting.delete(key);
         if (release) setImmediate(release);
-        if (err) callback(err, null);
-        else callback(null, connected);
+        if (err) return callback(err, null);
+        const s = connected as unknown as Socket;
+        this.open.add(s);
+        s.once("close", () => this.open.delete(s));
+        callback(null, connected);
       }) as unknown as Socket;
       if (socket) set.add(socket);
     };

@@ -187,3 +187,48 @@ export class BodyReleasedError extends KeelError {
     this.name = "BodyReleasedError";
   }
 }
+
+/**
+ * A body read whole (`text()`, `bytes()`, `json()`, `getJson`) is larger than `maxResponseBytes`:
+ * the read stops there, the rest is not read and the socket is destroyed. Not retryable: the same
+ * request would get the same body.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createHttpClient, HttpResponseTooLargeError } from "@keel/core/http";
+ * import { createServer } from "node:http";
+ * const server = createServer((_, res) => res.end("x".repeat(5000))).listen(0, "127.0.0.1");
+ * await new Promise((r) => server.once("listening", r));
+ * const { port } = server.address() as { port: number };
+ * const outcome = await run(function* () {
+ *   const client = yield* createHttpClient({ baseUrl: `http://127.0.0.1:${port}`, maxResponseBytes: 1024 });
+ *   try {
+ *     return yield* (yield* client.get("/export")).text();
+ *   } catch (e) {
+ *     if (e instanceof HttpResponseTooLargeError) return `${e.code} limit ${e.limitBytes}`;
+ *     throw e;
+ *   }
+ * });
+ * console.log(outcome); // KEEL_HTTP_RESPONSE_TOO_LARGE limit 1024
+ * server.close();
+ * ```
+ */
+export class HttpResponseTooLargeError extends KeelError {
+  readonly retryable = false;
+  readonly limitBytes: number;
+  /** The body's size when `content-length` announced it, else the bytes received when the read stopped. */
+  readonly bytes: number;
+  readonly announced: boolean;
+  constructor(init: { label: string; limitBytes: number; bytes: number; announced: boolean }) {
+    const size = init.announced ? `announces ${init.bytes} bytes` : `exceeds it after ${init.bytes} bytes`;
+    super(
+      "KEEL_HTTP_RESPONSE_TOO_LARGE",
+      `${init.label}: the response body ${size}, over maxResponseBytes ${init.limitBytes}`,
+    );
+    this.name = "HttpResponseTooLargeError";
+    this.limitBytes = init.limitBytes;
+    this.bytes = init.bytes;
+    this.announced = init.announced;
+  }
+}

@@ -5,7 +5,7 @@
  */
 import type { Dispatcher } from "undici";
 import type { Outcome } from "../kernel/operation.js";
-import type { Exchange } from "./exchange.js";
+import type { Exchange, ExchangeController } from "./exchange-state.js";
 
 /** Event-loop turns a dispatched request keeps virtual time from jumping (see `start`). */
 const DISPATCH_HOLD_TURNS = 4;
@@ -45,10 +45,14 @@ export function start(this: Exchange): void {
   );
 }
 
-/** undici: the request is about to be written to a connected socket. */
-export function onConnect(this: Exchange, abort: (err?: Error) => void): void {
+/**
+ * undici: the request is about to be written to a connected socket. Keel sends only string and
+ * byte bodies, which undici writes before this call's caller returns; so the send hold lasts one
+ * turn past this call (undici 7's adapter for this handler API drops `onRequestSent`).
+ */
+export function onRequestStart(this: Exchange, controller: ExchangeController): void {
   stopWaiting(this, false);
-  this.abortFn = abort as (reason: Error) => void;
+  this.controller = controller;
   // Aborted while it waited for a connection: throwing here (rather than calling `abort`)
   // makes undici drop the request and keep the fresh socket for the next one in the queue.
   if (this.abortedWith) throw this.abortedWith;
@@ -57,25 +61,20 @@ export function onConnect(this: Exchange, abort: (err?: Error) => void): void {
   // The request is being written: hold virtual time until it has reached the server.
   const { clock, method, path, holdKey } = this.plan;
   this.releaseSendHold = clock.hold?.(`${method} ${path}: sending`, holdKey) ?? null;
+  releaseHoldSoon(this);
   wake(this);
 }
 
-/** undici: the whole request has been written. */
-export function onRequestSent(this: Exchange): void {
-  releaseHoldSoon(this);
-}
-
-/** undici: the response head arrived. */
-export function onHeaders(
+/** undici: the response head arrived (header names lowercased, a repeated one as an array). */
+export function onResponseStart(
   this: Exchange,
+  controller: ExchangeController,
   statusCode: number,
-  rawHeaders: Buffer[] | string[] | null,
-  resume: () => void,
-): boolean {
+  headers: Record<string, string | string[] | undefined>,
+): void {
   releaseHoldSoon(this);
   this.status = statusCode;
-  this.headers = parseRawHeaders(rawHeaders);
-  this.resumeFn = resume;
+  this.headers = headers as Record<string, string | string[]>;
   this.stage = "body";
   wake(this);
   // The body stays on the socket until someone reads it: a body nobody reads is discarded with
@@ -85,32 +84,31 @@ export function onHeaders(
     this.plan.method === "HEAD" ||
     statusCode === 204 ||
     statusCode === 304 ||
-    this.headers["content-length"] === "0";
+    headers["content-length"] === "0";
   this.paused = this.plan.mode === "response" && !this.bodyless;
-  return !this.paused;
+  if (this.paused) controller.pause();
 }
 
 /** undici: a body chunk. */
-export function onData(this: Exchange, chunk: Buffer): boolean {
+export function onResponseData(this: Exchange, controller: ExchangeController, chunk: Buffer): void {
   this.chunks.push(chunk);
   this.bufferedBytes += chunk.length;
   this.receivedBytes += chunk.length;
   wake(this);
-  if (this.bufferedBytes > HIGH_WATER_BYTES) {
+  if (this.bufferedBytes > HIGH_WATER_BYTES && !this.paused) {
     this.paused = true;
-    return false;
+    controller.pause();
   }
-  return true;
 }
 
 /** undici: the body ended. */
-export function onComplete(this: Exchange): void {
+export function onResponseEnd(this: Exchange): void {
   this.stage = "done";
   wake(this);
 }
 
 /** undici: the exchange failed (or was aborted). */
-export function onError(this: Exchange, err: Error): void {
+export function onResponseError(this: Exchange, _controller: unknown, err: Error): void {
   stopWaiting(this, false);
   releaseHoldSoon(this);
   if (this.stage === "done") return;
@@ -129,7 +127,7 @@ export function take(this: Exchange): Buffer[] {
 export function resumeReading(this: Exchange): void {
   if (!this.paused) return;
   this.paused = false;
-  this.resumeFn?.();
+  this.controller?.resume();
 }
 
 export function abort(this: Exchange, reason: Error): void {
@@ -141,7 +139,7 @@ export function abort(this: Exchange, reason: Error): void {
   const { clock, method, path, holdKey } = this.plan;
   const release = clock.hold?.(`${method} ${path}: closing`, holdKey);
   try {
-    this.abortFn?.(reason);
+    this.controller?.abort(reason);
   } finally {
     if (release) setImmediate(release);
     releaseHoldSoon(this);
@@ -175,16 +173,4 @@ export function ready(ex: Exchange): boolean {
 
 function wake(ex: Exchange): void {
   if (ex.resolveWait && ready(ex)) ex.resolveWait(RESUMED);
-}
-
-function parseRawHeaders(raw: Buffer[] | string[] | null): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  if (!raw) return out;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const k = raw[i]!.toString().toLowerCase();
-    const v = raw[i + 1]!.toString();
-    const prev = out[k];
-    out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
-  }
-  return out;
 }

@@ -25,11 +25,31 @@ import type { Frame } from "../kernel/frame.js";
 import { exitFrame } from "../kernel/frame-exit.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { type HttpPhase, HttpTimeoutError } from "./errors.js";
-import type { Exchange } from "./exchange.js";
 import type { RequestPlan } from "./plan.js";
 
+/**
+ * The attempt's timer, as the exchange carries it: one clock timer, armed at the nearest limit in
+ * force.
+ */
+export interface AttemptTimer {
+  readonly plan: RequestPlan;
+  /** The limit that ran out, once one has (`total` when both were due); never reset. */
+  expired: HttpPhase | null;
+  phase: HttpPhase | null;
+  phaseAt: number;
+  armedAt: number;
+  cancelTimer: (() => void) | null;
+  /** When the call's total began counting, and its length when this attempt enforces it (else Infinity). */
+  readonly totalFrom: number;
+  readonly totalMs: number;
+  readonly totalAt: number;
+  readonly fire: () => void;
+  /** Ends the wait in progress whatever the exchange's state: a limit ran out. */
+  interrupt(): void;
+}
+
 /** A wait begins, limited at `at` (Infinity: only the total); phase null wakes without failing. */
-export function enterLimit(ex: Exchange, phase: HttpPhase | null, at: number): void {
+export function enterLimit(ex: AttemptTimer, phase: HttpPhase | null, at: number): void {
   ex.phase = phase;
   ex.phaseAt = at;
   const due = Math.min(at, ex.totalAt);
@@ -41,7 +61,7 @@ export function enterLimit(ex: Exchange, phase: HttpPhase | null, at: number): v
 }
 
 /** Disarms the timer: on every exit of the attempt, and before the body is handed to other reads. */
-export function stopTimer(ex: Exchange): void {
+export function stopTimer(ex: AttemptTimer): void {
   const c = ex.cancelTimer;
   ex.cancelTimer = null;
   ex.armedAt = Infinity;
@@ -49,7 +69,7 @@ export function stopTimer(ex: Exchange): void {
   if (c) c();
 }
 
-export function fireTimer(ex: Exchange): void {
+export function fireTimer(ex: AttemptTimer): void {
   ex.cancelTimer = null;
   ex.armedAt = Infinity;
   const now = ex.plan.clock.now();
@@ -83,7 +103,7 @@ const phaseLabels: Record<HttpPhase, string> = {
  */
 export function openPhase(
   task: TaskImpl<unknown>,
-  ex: Exchange,
+  ex: AttemptTimer,
   phase: HttpPhase,
   ms: number,
 ): PhaseLimit | null {
@@ -107,7 +127,7 @@ export function openPhase(
  */
 export function closePhase(
   task: TaskImpl<unknown>,
-  ex: Exchange,
+  ex: AttemptTimer,
   limit: PhaseLimit | null,
   failure: unknown,
 ): void {
@@ -180,7 +200,7 @@ function reportFired(
 }
 
 /** The frame of the call's total, on the stack while its attempt runs (the timeout path only). */
-function totalFrame(task: TaskImpl<unknown>, ex: Exchange): Frame | null {
+function totalFrame(task: TaskImpl<unknown>, ex: AttemptTimer): Frame | null {
   const label = `${ex.plan.label} total`;
   for (let f: Frame | null = task.top; f; f = f.parent)
     if (f.kind === "timeout" && f.label === label) return f;
@@ -188,7 +208,7 @@ function totalFrame(task: TaskImpl<unknown>, ex: Exchange): Frame | null {
 }
 
 /** The call's total, run out during the attempt that enforces it. */
-export function totalTimeout(task: TaskImpl<unknown>, ex: Exchange): HttpTimeoutError {
+export function totalTimeout(task: TaskImpl<unknown>, ex: AttemptTimer): HttpTimeoutError {
   reportFired(task, totalFrame(task, ex), ex.totalMs, ex.totalAt);
   const elapsedMs = ex.plan.clock.now() - ex.totalFrom;
   return timeoutError(task, ex.plan, "total", ex.totalMs, ex.totalAt, elapsedMs);

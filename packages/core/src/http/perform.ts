@@ -15,7 +15,8 @@ import { type AttemptInfo, retry } from "../resilience/retry.js";
 import { isTransient } from "../resilience/transient.js";
 import { timeoutScope } from "../time/timeout.js";
 import { HttpError } from "./errors.js";
-import { createExchange, type Exchange } from "./exchange.js";
+import { createExchange } from "./exchange.js";
+import type { Exchange } from "./exchange-state.js";
 import {
   closePhase,
   endFrame,
@@ -26,8 +27,9 @@ import {
   timeoutError,
   totalTimeout,
 } from "./limits.js";
+import type { HttpAttemptInfo } from "./options.js";
 import type { RequestPlan } from "./plan.js";
-import { HttpResponseImpl } from "./response.js";
+import { announcedTooLarge, HttpResponseImpl, tooLarge } from "./response.js";
 import { parseRetryAfter } from "./retry-after.js";
 
 const EXCERPT_BYTES = 2048;
@@ -35,7 +37,7 @@ const EXCERPT_BYTES = 2048;
 const neverSent = new WeakSet<object>();
 
 export function performRequest(plan: RequestPlan): Operation<unknown> {
-  return plan.retry === false ? new SingleAttempt(plan) : retried(plan);
+  return plan.retry === false && plan.around === null ? new SingleAttempt(plan) : retried(plan);
 }
 
 /** A call without retry; every run of it is a new call. */
@@ -82,9 +84,10 @@ function* single(plan: RequestPlan): Generator<unknown, unknown, unknown> {
   return value;
 }
 
+/** A call with retry, or through the client's `around`: the total is a timeout scope around it all. */
 function retried(plan: RequestPlan): Operation<unknown> {
   const { label, clock } = plan;
-  const policy = plan.retry as Exclude<RequestPlan["retry"], false>;
+  const policy = plan.retry;
   return {
     *[Symbol.iterator]() {
       const task = taskOf(yield CURRENT_TASK, label);
@@ -92,18 +95,16 @@ function retried(plan: RequestPlan): Operation<unknown> {
       const owner = task.top;
       const totalMs = plan.timeouts.totalMs;
       const totalDeadline = totalMs === Infinity ? Infinity : clock.now() + totalMs;
-      const attemptOp: Operation<unknown> = {
-        [Symbol.iterator]: () => {
-          const ex = createExchange(plan, headersFor(plan, task), 0, Infinity);
-          // As in `single` without a total: the scope retry runs the attempt in gives the timer back.
-          const off = task.top.onExit(() => stopTimer(ex));
-          return withCleanup(attempt(plan, task, owner, ex, totalDeadline), off);
-        },
-      };
-      const retryOn = (error: unknown, info: AttemptInfo) =>
-        (policy.retryOn ?? isTransient)(error, info) && (plan.idempotent || neverSent.has(error as object));
-      const namedAttempt = Object.defineProperty(() => attemptOp, "name", { value: label });
-      let op = retry(namedAttempt, { attempts: 3, ...policy, retryOn });
+      let started = 0;
+      const attemptOp = () => oneAttempt(plan, owner, totalDeadline, ++started);
+      let op: Operation<unknown>;
+      if (policy === false) op = attemptOp();
+      else {
+        const retryOn = (error: unknown, info: AttemptInfo) =>
+          (policy.retryOn ?? isTransient)(error, info) && (plan.idempotent || neverSent.has(error as object));
+        const namedAttempt = Object.defineProperty(attemptOp, "name", { value: label });
+        op = retry(namedAttempt, { attempts: 3, ...policy, retryOn });
+      }
       if (totalDeadline !== Infinity) {
         op = timeoutScope(op, `${label} total`, () => totalDeadline, {
           make: (i) => timeoutError(task, plan, "total", totalMs, i.deadline, i.elapsedMs),
@@ -114,15 +115,40 @@ function retried(plan: RequestPlan): Operation<unknown> {
   };
 }
 
-function* withCleanup<T>(
-  it: Generator<unknown, T, unknown>,
-  off: () => void,
-): Generator<unknown, T, unknown> {
-  try {
-    return yield* it;
-  } finally {
-    off();
-  }
+/**
+ * Attempt `n` as an operation: a fresh exchange each time it runs, in whichever task runs it (a
+ * hook may hand it to another), through the client's `around` when it has one.
+ */
+function oneAttempt(plan: RequestPlan, owner: Frame, totalDeadline: number, n: number): Operation<unknown> {
+  let wrote = false;
+  const request: Operation<unknown> = {
+    [Symbol.iterator]: function* () {
+      const task = taskOf(yield CURRENT_TASK, plan.label);
+      const ex = createExchange(plan, headersFor(plan, task), 0, Infinity);
+      // The scope the attempt runs in gives the timer back, an abandoned task's included.
+      const off = task.top.onExit(() => stopTimer(ex));
+      try {
+        return yield* attempt(plan, task, owner, ex, totalDeadline);
+      } finally {
+        wrote ||= ex.written;
+        off();
+      }
+    },
+  };
+  const around = plan.around;
+  if (around === null) return request;
+  const info: HttpAttemptInfo = { attempt: n, method: plan.method, url: plan.href, label: plan.label };
+  return {
+    *[Symbol.iterator]() {
+      try {
+        return yield* around(request, info);
+      } catch (e) {
+        // Refused by the hook (a breaker, a limiter) before anything was sent: safe to retry.
+        if (!wrote && !isCancelled(e) && typeof e === "object" && e !== null) neverSent.add(e);
+        throw e;
+      }
+    },
+  };
 }
 
 /** The request's headers, with the deadline in force when the client sends one downstream. */
@@ -202,7 +228,7 @@ function* attempt(
       });
     }
     if (plan.mode === "json") {
-      const body = yield* readBody(task, ex, startedAt, Infinity);
+      const body = yield* readBody(task, ex, startedAt, Infinity, plan.maxResponseBytes);
       // A 2xx of a GET: bodyless by its 204 or its `content-length: 0`.
       if (ex.bodyless) return undefined;
       return JSON.parse(body.toString("utf8"));
@@ -217,6 +243,7 @@ function* attempt(
       bodyIdleMs: timeouts.bodyIdleMs,
       totalDeadline,
       totalMs: timeouts.totalMs,
+      maxBytes: plan.maxResponseBytes,
     });
     res.onConsumed(owner.onExit(() => res.release()));
     handedOver = true;
@@ -234,15 +261,18 @@ function* attempt(
 
 /**
  * Reads the body until its end, or until `max` bytes: every wait bounded by the gap allowed between
- * chunks (once a first one has come) and by the timer's total.
+ * chunks (once a first one has come) and by the timer's total. A body over `limit` bytes throws.
  */
 function* readBody(
   task: TaskImpl<unknown>,
   ex: Exchange,
   startedAt: number,
   max: number,
+  limit = Infinity,
 ): Generator<unknown, Buffer, unknown> {
   const plan = ex.plan;
+  const announced = announcedTooLarge(ex, limit);
+  if (announced) throw announced;
   let parts: Buffer[] | null = null;
   let size = 0;
   for (;;) {
@@ -264,6 +294,7 @@ function* readBody(
     }
     const taken = ex.take();
     for (const c of taken) size += c.length;
+    if (size > limit) throw tooLarge(plan.label, limit, size, false);
     parts = parts === null ? taken : parts.concat(taken);
     if (size >= max) break;
     if (ex.stage === "failed") throw ex.error;

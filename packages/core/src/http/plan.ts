@@ -6,8 +6,8 @@ import type { Dispatcher } from "undici";
 import { checkDurationMs, invalidRange, invalidType } from "../errors.js";
 import type { Clock } from "../kernel/clock.js";
 import type { RetryPolicy } from "../resilience/retry.js";
-import type { HttpClientOptions, HttpTimeouts, RequestOptions } from "./client.js";
 import { type ConnectionBook, originKey } from "./connections.js";
+import type { HttpAttemptHook, HttpClientOptions, HttpTimeouts, RequestOptions } from "./options.js";
 
 /** Everything a request needs, validated when the request was made. */
 export interface RequestPlan {
@@ -35,7 +35,16 @@ export interface RequestPlan {
   readonly deadlineHeader: string | false;
   /** `response`: hand the response to the caller; `json`: read and parse it within the attempt. */
   readonly mode: "response" | "json";
+  /** The largest body read whole, in bytes. */
+  readonly maxResponseBytes: number;
+  readonly around: HttpAttemptHook | null;
 }
+
+/**
+ * 64 MiB: far above an API's answer, yet a body that is not one (a misrouted download, a runaway
+ * export) fails instead of taking the heap, which a buffered read needs about twice of.
+ */
+export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 
 export const DEFAULT_TIMEOUTS: Required<HttpTimeouts> = {
   connectMs: 10_000,
@@ -53,6 +62,8 @@ export interface ClientBase {
   readonly timeouts: Required<HttpTimeouts>;
   readonly retry: RetryPolicy | false;
   readonly deadlineHeader: string | false;
+  readonly maxResponseBytes: number;
+  readonly around: HttpAttemptHook | null;
 }
 
 /** A live client: its options and pool, and the targets its paths resolved to. */
@@ -85,6 +96,11 @@ export function checkClientOptions(o: HttpClientOptions): ClientBase {
     if (!/^https?:$/.test(baseUrl.protocol))
       throw invalidType("createHttpClient({ baseUrl })", "an http(s) URL", o.baseUrl);
   }
+  if (o.around !== undefined && typeof o.around !== "function")
+    throw invalidType("createHttpClient({ around })", "a function (attempt, info) => operation", o.around);
+  const d = o.dispatcher as { dispatch?: unknown } | undefined;
+  if (d !== undefined && (typeof d !== "object" || d === null || typeof d.dispatch !== "function"))
+    throw invalidType("createHttpClient({ dispatcher })", "an undici Dispatcher", o.dispatcher);
   const c = o.connections;
   if (c !== undefined && (typeof c !== "number" || !Number.isInteger(c) || c < 1)) {
     throw invalidRange("createHttpClient({ connections })", "a whole number ≥ 1", c);
@@ -100,7 +116,16 @@ export function checkClientOptions(o: HttpClientOptions): ClientBase {
     timeouts: { ...DEFAULT_TIMEOUTS, ...checkTimeouts("createHttpClient({ timeouts })", o.timeouts) },
     retry: o.retry ?? {},
     deadlineHeader: o.deadlineHeader ?? false,
+    maxResponseBytes: checkMaxBytes("createHttpClient({ maxResponseBytes })", o.maxResponseBytes),
+    around: o.around ?? null,
   };
+}
+
+function checkMaxBytes(where: string, n: number | undefined): number {
+  if (n === undefined) return DEFAULT_MAX_RESPONSE_BYTES;
+  if (typeof n !== "number" || !(Number.isInteger(n) || n === Infinity) || n < 0)
+    throw invalidRange(where, "a whole number of bytes ≥ 0, or Infinity", n);
+  return n;
 }
 
 export function checkTimeouts(where: string, t: HttpTimeouts | undefined): HttpTimeouts {
@@ -167,6 +192,11 @@ export function planFor(
     expect: mode === "json" ? is2xx : o.expect === false ? always : (o.expect ?? below400),
     deadlineHeader: client.deadlineHeader,
     mode,
+    maxResponseBytes:
+      o.maxResponseBytes === undefined
+        ? client.maxResponseBytes
+        : checkMaxBytes("request(path, { maxResponseBytes })", o.maxResponseBytes),
+    around: client.around,
   };
 }
 

@@ -6,8 +6,8 @@ import { taskOf } from "../kernel/current.js";
 import { CURRENT_TASK, type Operation, suspension } from "../kernel/operation.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { timeoutScope } from "../time/timeout.js";
-import { BodyReleasedError, HttpTimeoutError } from "./errors.js";
-import type { Exchange } from "./exchange.js";
+import { BodyReleasedError, HttpResponseTooLargeError, HttpTimeoutError } from "./errors.js";
+import type { Exchange } from "./exchange-state.js";
 
 /**
  * A response whose body is read with operations, inside the scope that made the request.
@@ -60,6 +60,20 @@ export interface BodyLimits {
   readonly bodyIdleMs: number;
   readonly totalDeadline: number;
   readonly totalMs: number;
+  /** The largest body read whole (`text`, `bytes`, `json`). */
+  readonly maxBytes: number;
+}
+
+export function tooLarge(label: string, limitBytes: number, bytes: number, announced: boolean) {
+  return new HttpResponseTooLargeError({ label, limitBytes, bytes, announced });
+}
+
+/** The error for a body whose `content-length` is over `limit`, before a byte of it is read. */
+export function announcedTooLarge(ex: Exchange, limit: number): HttpResponseTooLargeError | null {
+  if (limit === Infinity) return null;
+  const declared = ex.headers["content-length"];
+  const n = typeof declared === "string" ? Number(declared) : Number.NaN;
+  return n > limit ? tooLarge(ex.plan.label, limit, n, true) : null;
 }
 
 export class HttpResponseImpl implements HttpResponse {
@@ -161,11 +175,28 @@ export class HttpResponseImpl implements HttpResponse {
     return null;
   }
 
-  /** The whole body, read in one loop (no operation per chunk: this is every `text()` and `json()`). */
+  /**
+   * The whole body, read in one loop (no operation per chunk: this is every `text()` and `json()`),
+   * up to `maxBytes`: past it the body is released (its socket destroyed) and the read throws.
+   */
   private *readAll(): Generator<unknown, Buffer, unknown> {
     const task = taskOf(yield CURRENT_TASK, this.readLabel);
+    const { maxBytes, label } = this.limits;
+    const announced = this.released ? null : announcedTooLarge(this.ex, maxBytes);
+    if (announced) {
+      this.release();
+      throw announced;
+    }
     const parts: Buffer[] = [];
-    for (let c = yield* this.nextChunk(task); c !== null; c = yield* this.nextChunk(task)) parts.push(c);
+    let size = 0;
+    for (let c = yield* this.nextChunk(task); c !== null; c = yield* this.nextChunk(task)) {
+      size += c.length;
+      if (size > maxBytes) {
+        this.release();
+        throw tooLarge(label, maxBytes, size, false);
+      }
+      parts.push(c);
+    }
     return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
   }
 

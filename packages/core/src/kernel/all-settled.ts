@@ -42,7 +42,8 @@ export type AllSettledResults<T extends readonly Op<unknown>[]> = {
  *   function* fetchA() { yield* sleep(10); return "a"; },
  *   function* fetchB(): Generator<unknown, string> { yield* sleep(5); throw new Error("b is down"); },
  * ]));
- * console.log(results); // [{ status: "fulfilled", value: "a" }, { status: "rejected", reason: Error: b is down }]
+ * console.log(results.map((r) => (r.status === "fulfilled" ? r.value : `failed: ${(r.reason as Error).message}`)));
+ * // ["a", "failed: b is down"]
  * ```
  * @throws `TypeError` when `ops` is not an array of operations.
  */

@@ -109,6 +109,11 @@ export interface Suspension<T = unknown> {
   /** What the task waits on, for the task tree: `sleep(250)`, `GET /orders: headers`. */
   readonly description: string;
   readonly interruptible: Interruptible;
+  /**
+   * For a `"shield"` wait: the instant the shield's limit is reached. A cancellation requested
+   * during the wait starts its cleanup budget when the wait ends, or at this instant if earlier.
+   */
+  readonly limitAt?: number;
   enter(resolve: (outcome: Outcome<T>) => void): (() => void) | undefined;
   /**
    * The same as `enter`, given the waiter itself rather than a function: the runtime prefers it, so

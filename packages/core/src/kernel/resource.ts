@@ -11,9 +11,12 @@ import { suspend } from "./suspend.js";
 /**
  * Creates a resource: `body` sets something up, hands it over with `yield* provide(value)`, and
  * tears it down in a `finally` when the caller's scope ends (async teardown allowed, under the
- * cleanup budget). A cancellation of the caller's region does not tear it down early: the body's own
- * `finally` blocks may still use it; it goes when the scope exits, after them. The body runs as a child task of the caller's current scope, so the resource can
- * never outlive the scope that asked for it, and an error in it fails that scope.
+ * cleanup budget). A cancellation of the caller's region does not tear it down early. When the
+ * scope exits, its task children are cancelled and awaited first (their `finally` blocks and the
+ * scope's own may still use the resource); then its resources are torn down one at a time, newest
+ * first, so a resource built on another closes before it. The body runs as a child task of the
+ * caller's current scope, so the resource can never outlive the scope that asked for it, and an
+ * error in it fails that scope.
  *
  * @example
  * ```ts

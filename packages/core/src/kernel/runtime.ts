@@ -3,6 +3,7 @@
  * @module
  */
 import { KeelError } from "../errors.js";
+import { describeThrown } from "../format-value.js";
 import type { KeelEvent } from "../observe/events.js";
 import { warningEvents } from "../observe/events.js";
 import type { AsyncContext } from "./async-context.js";
@@ -66,9 +67,9 @@ function describe(event: KeelEvent): string {
     case "cleanup:swallow":
       return `a Cancelled (${event.reason.kind}) was swallowed`;
     case "error:suppressed":
-      return `${event.context}: ${String(event.error)}`;
+      return `${event.context}: ${describeThrown(event.error)}`;
     case "cancel:replaced":
-      return `the cancellation (${event.reason.kind}) was replaced by ${String(event.error)}`;
+      return `the cancellation (${event.reason.kind}) was replaced by ${describeThrown(event.error)}`;
     case "retry:unreachable":
       return event.message;
     default:
@@ -81,6 +82,6 @@ export function notAnInstruction(value: unknown): KeelError {
   const hint =
     typeof value === "object" && value !== null && typeof (value as PromiseLike<unknown>).then === "function"
       ? "a promise: write `yield* until(promise)`"
-      : `${typeof value} ${String(value).slice(0, 40)}: write \`yield*\` (with a star) before an operation`;
+      : `${typeof value} ${describeThrown(value).slice(0, 40)}: write \`yield*\` (with a star) before an operation`;
   return new KeelError("KEEL_NOT_AN_INSTRUCTION", `a Keel operation yielded ${hint}`);
 }

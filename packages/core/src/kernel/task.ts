@@ -8,7 +8,7 @@
  * each belongs to the frame that made it, or to the task's root frame when it came from outside.
  * @module
  */
-import { appendSuppressed, KeelError, TaskCancelledError } from "../errors.js";
+import { appendSuppressed, invalidType, KeelError, TaskCancelledError } from "../errors.js";
 import { type KeelEvent, type KeelEventInput, warningEvents } from "../observe/events.js";
 import type { AsyncContext } from "./async-context.js";
 import {
@@ -70,6 +70,12 @@ export type TaskState = "running" | "cancelling" | "completed" | "failed" | "can
  * A running operation in the task tree. Await it from promise code or `yield*` it from an operation
  * to join it: you get its value or its error, and `TaskCancelledError` if it ended cancelled.
  *
+ * For promise code a task is a promise: `then`, `catch` and `finally` behave as a `Promise`'s, and a
+ * `Task<T>` can be passed wherever a `Promise<T>` is expected. A root task (from `run`) that fails
+ * while nobody has joined it (no `then`/`catch`/`finally`/`await`, no `yield*`) rejects as an
+ * unhandled promise would: the host reports it (Node: `unhandledRejection`, by default a crash
+ * printing the error). A root that ends cancelled is never reported: whoever cancelled it knows.
+ *
  * @example
  * ```ts
  * import { run, sleep, type Task } from "@keel/core";
@@ -78,9 +84,11 @@ export type TaskState = "running" | "cancelling" | "completed" | "failed" | "can
  * const task: Task<string> = run(function* report() { yield* sleep(1000); return "report"; }, { clock });
  * console.log(task.name, task.state, task.cancellationCount); // report running 0
  * console.log(await task, task.state, clock.now()); // report completed 1000
+ * const failing: Promise<never> = run(function* broken(): Generator<never, never> { throw new Error("down"); });
+ * console.log(await failing.catch((e: Error) => e.message)); // down
  * ```
  */
-export interface Task<T> extends PromiseLike<T>, Operation<T> {
+export interface Task<T> extends Promise<T>, Operation<T> {
   readonly id: number;
   readonly name: string;
   /** `name#id` segments from the root: `main#1/handler#4`. */
@@ -108,6 +116,8 @@ const BEGAN = 4;
 interface TaskExtras<T> {
   path: string | null;
   promise: Promise<T> | null;
+  /** Someone joins the task (a `then`, a `yield*`, `main`): its failure is theirs to report. */
+  handled: boolean;
   /** The last suspension a cancellation was thrown into at once, for the abandonment report. */
   lastRefused: string | null;
 }
@@ -226,7 +236,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   private extrasOf(): TaskExtras<T> {
-    return (this.extras ??= { path: null, promise: null, lastRefused: null });
+    return (this.extras ??= { path: null, promise: null, handled: false, lastRefused: null });
   }
 
   get state(): TaskState {
@@ -265,6 +275,8 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   cancel(message?: string): Future<void> {
+    if (message !== undefined && typeof message !== "string")
+      throw invalidType("task.cancel(message)", "a string or undefined", message);
     if (!this.final && !this.externalRequest()) {
       const reason: CancelReason = {
         kind: "cancel",
@@ -277,6 +289,8 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   [Symbol.iterator](): Iterator<unknown, T, unknown> {
+    // Only a root's failure can go unreported (see `reportUnhandledFailure`); a child's fails its owner.
+    if (this.parent === null) this.markHandled();
     return new JoinIterator(this);
   }
 
@@ -284,16 +298,53 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   then<R1 = T, R2 = never>(
     onfulfilled?: ((value: T) => R1 | PromiseLike<R1>) | null,
     onrejected?: ((reason: unknown) => R2 | PromiseLike<R2>) | null,
-  ): PromiseLike<R1 | R2> {
+  ): Promise<R1 | R2> {
+    this.markHandled();
+    return this.promise().then(onfulfilled, onrejected);
+  }
+
+  catch<R = never>(onrejected?: ((reason: unknown) => R | PromiseLike<R>) | null): Promise<T | R> {
+    return this.then(undefined, onrejected);
+  }
+
+  /** As `Promise.prototype.finally`: the promise it returns rejects with the task's error, if any. */
+  finally(onfinally?: (() => void) | null): Promise<T> {
+    this.markHandled();
+    return this.promise().finally(onfinally);
+  }
+
+  get [Symbol.toStringTag](): string {
+    return "Task";
+  }
+
+  /** @internal The outcome reaches someone who reports a failure (`main`, an interop's joiner). */
+  markHandled(): void {
+    const x = this.extrasOf();
+    x.handled = true;
+    // A failure already left unhandled (see `reportUnhandledFailure`) is someone's now: tell the host.
+    if (x.promise && this.final?.state === "failed") x.promise.catch(ignoreRejection);
+  }
+
+  /**
+   * @internal Called when a root settles: a failure that nobody has joined is left as the rejection
+   * of the task's promise with no handler, so the host reports it as any unhandled rejection (and a
+   * `then` attached later marks it handled, as for any promise).
+   */
+  reportUnhandledFailure(): void {
+    if (this.final?.state === "failed" && !this.extras?.handled) void this.promise();
+  }
+
+  /** The task's promise, made on first use: settles with the task's join outcome. */
+  private promise(): Promise<T> {
     const x = this.extrasOf();
     x.promise ??= new Promise<T>((resolve, reject) => {
-      this.onSettled(() => {
+      this.whenSettled(() => {
         const o = this.joinOutcome();
         if (o.ok) resolve(o.value as T);
         else reject(o.error);
       });
     });
-    return x.promise.then(onfulfilled, onrejected);
+    return x.promise;
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------
@@ -411,7 +462,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.leave(cur);
     const o = cur.outcome!;
     // A shield only defers delivery while it waits; once it settles, a pending request is due here.
-    const level = cur.s.interruptible === "never" ? "never" : "normal";
+    const kind = cur.s.interruptible;
+    if (kind === "shield") this.shieldWaitEnded(cur.s.limitAt ?? Infinity);
+    const level = kind === "never" ? "never" : "normal";
     const c = this.takeDelivery(level);
     if (c) {
       if (!o.ok && !isCancelled(o.error) && !this.holdsError(o.error)) {
@@ -573,6 +626,10 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   protected abandon(): void {
     if (this.final) return;
     this.abandonPending = false;
+    // A body that has finished swallows nothing: the task only waits for its children, which were
+    // cancelled when it finished and are bounded by their own budgets; it settles when they do,
+    // with the errors it recorded (abandoning it here would report a wait on nothing and lose them).
+    if (!this.hasBody) return;
     this.emit({
       type: "cleanup:abandon",
       waitingOn: this.current?.s.description ?? this.extras?.lastRefused ?? null,
@@ -581,29 +638,45 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     if (cur) this.leave(cur);
     this.body = null;
     const live: TaskImpl<unknown>[] = [];
+    const frames: Frame[] = [];
     for (let f: Frame | null = this.top; f; f = f.parent) {
       f.runCleanups();
       f.closed = true;
       f.waiter = null;
       if (f.children) live.push(...f.children);
+      frames.push(f);
     }
-    const reason = this.externalRequest()?.reason ?? {
+    const external = this.externalRequest();
+    const reason = external?.reason ?? {
       kind: "cleanup-overrun",
       at: this.clock.now(),
       message: "abandoned after swallowing its cancellation",
     };
+    // Errors recorded in its scopes (a child that failed, which started this unwinding) are still
+    // its outcome (semantics §2); the outermost scope's first error is the primary.
+    const errors = frames.reverse().flatMap((f) => f.errors ?? []);
     // Still cancelling while its children finish, but no timer of its own may fire again.
     for (const u of this.unwinding) {
       u.cancelTimer?.();
       u.cancelTimer = null;
     }
     this.requests = [];
+    const settleAbandoned = () => {
+      if (errors.length === 0) {
+        this.settle({ state: "cancelled", reason });
+        return;
+      }
+      const primary = errors[0];
+      for (const later of errors.slice(1)) this.suppress(primary, later, "a later error in the same task");
+      if (external) this.emit({ type: "cancel:replaced", error: primary, reason: external.reason });
+      this.settle({ state: "failed", error: primary });
+    };
     let pending = live.length;
     const done = () => {
-      if (--pending <= 0) this.settle({ state: "cancelled", reason });
+      if (--pending <= 0) settleAbandoned();
     };
     if (pending === 0) {
-      this.settle({ state: "cancelled", reason });
+      settleAbandoned();
       return;
     }
     for (const child of live) {
@@ -799,6 +872,8 @@ class Waiting implements Current {
     else this.task.tryInterrupt(this);
   }
 }
+
+function ignoreRejection(): void {}
 
 let sharedSettledFrame: Frame | null = null;
 

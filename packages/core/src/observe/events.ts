@@ -121,6 +121,26 @@ export type KeelEvent =
       readonly name: string;
       readonly from: string;
       readonly to: string;
+    })
+  // @keel/worker (emitted through `emitEvent`): one event per job transition, and the shutdown's steps.
+  | (Base & {
+      readonly type: "worker:job";
+      readonly queue: string;
+      readonly jobId: string;
+      readonly attempt: number;
+      readonly transition: "start" | "complete" | "retry" | "dead-letter" | "release";
+      /** For `dead-letter`: `expired`, `exhausted` or `rejected`; for `retry`: `error` or `stalled`. */
+      readonly reason?: string;
+      readonly delayMs?: number;
+      readonly durationMs?: number;
+      readonly error?: unknown;
+    })
+  | (Base & {
+      readonly type: "worker:shutdown";
+      readonly queue: string;
+      readonly phase: "stop" | "drained" | "cut" | "closed" | "close-timeout";
+      readonly inFlight: number;
+      readonly released: number;
     });
 
 /**

@@ -2,15 +2,15 @@
  * `main`: run an operation as a process, with signals mapped to cancellation (semantics §8).
  * @module
  */
-import { checkDurationMs, invalidType } from "../errors.js";
+import { checkDurationMs } from "../errors.js";
 import { describeThrown } from "../format-value.js";
 import type { CancelReason } from "../kernel/cancelled.js";
 import type { Clock } from "../kernel/clock.js";
 import { checkOp, nameOf, type Op } from "../kernel/operation.js";
-import { DEFAULT_CLEANUP_BUDGET_MS, type TaskImpl } from "../kernel/task.js";
+import type { TaskImpl } from "../kernel/task.js";
 import type { KeelEvent } from "../observe/events.js";
 import { formatTaskTree, snapshot } from "../observe/snapshot.js";
-import { run } from "../run.js";
+import { checkRootOptions, run } from "../run.js";
 
 /**
  * Options of {@link main}.
@@ -83,30 +83,14 @@ type ShutdownSignal = keyof typeof SIGNAL_EXIT_CODES;
  * }, { shutdownBudgetMs: 3000 });
  * ```
  * @throws `TypeError` when `op` is not an operation or an option has the wrong type; `RangeError`
- * for a negative or NaN `cleanupBudgetMs` or `shutdownBudgetMs`. Thrown at the call, before anything
+ * for a negative or NaN `cleanupBudgetMs` or `shutdownBudgetMs`, and for an infinite `cleanupBudgetMs` (cleanup is
+ * always bounded; an infinite `shutdownBudgetMs` only means no overall deadline). Thrown at the call, before anything
  * starts or any handler is installed.
  */
 export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
   checkOp("main(op)", op);
-  if (typeof options !== "object" || options === null)
-    throw invalidType("main(op, options)", "an object", options);
+  const { budget: cleanupBudgetMs } = checkRootOptions("main", options);
   const { name, onEvent, clock } = options;
-  if (name !== undefined && typeof name !== "string")
-    throw invalidType("main(op, { name })", "a string", name);
-  if (onEvent !== undefined && typeof onEvent !== "function")
-    throw invalidType("main(op, { onEvent })", "a function", onEvent);
-  if (
-    clock !== undefined &&
-    (typeof clock !== "object" ||
-      clock === null ||
-      typeof clock.now !== "function" ||
-      typeof clock.schedule !== "function")
-  )
-    throw invalidType("main(op, { clock })", "a Clock (with now() and schedule())", clock);
-  const cleanupBudgetMs = checkDurationMs(
-    "main(op, { cleanupBudgetMs })",
-    options.cleanupBudgetMs ?? DEFAULT_CLEANUP_BUDGET_MS,
-  );
   const shutdownBudgetMs = checkDurationMs(
     "main(op, { shutdownBudgetMs })",
     options.shutdownBudgetMs ?? cleanupBudgetMs,
@@ -118,6 +102,8 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
     ...(onEvent ? { onEvent } : {}),
     ...(clock ? { clock } : {}),
   }) as TaskImpl<T>;
+  // main reports the root's failure itself (printed, exit code 1).
+  task.markHandled();
 
   return new Promise<void>((resolve) => {
     let signalled: ShutdownSignal | null = null;

@@ -11,6 +11,15 @@ import {
 import { createHarness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
 
+/** 0, 1, 2, … forever, logging when it is closed. */
+function* endless(log: string[]): Generator<number> {
+  try {
+    for (let n = 0; ; n++) yield n;
+  } finally {
+    log.push("source closed");
+  }
+}
+
 describe("channel.trySend", () => {
   it("takes values while there is room and says false when full, without waiting", () => {
     const ch = createChannel<number>({ capacity: 2 });
@@ -108,15 +117,8 @@ describe("feed", () => {
     const h = createHarness();
     const ch = createChannel<number>({ capacity: 1 });
     const log: string[] = [];
-    function* endless(): Generator<number> {
-      try {
-        for (let n = 0; ; n++) yield n;
-      } finally {
-        log.push("source closed");
-      }
-    }
     const result = await h.run(function* () {
-      const producer = yield* spawn(() => feed(ch, endless()));
+      const producer = yield* spawn(() => feed(ch, endless(log)));
       const taken = [yield* ch.receive(), yield* ch.receive(), yield* ch.receive()];
       ch.close();
       return { taken, sent: yield* producer };
@@ -147,14 +149,7 @@ describe("feed", () => {
     const h = createHarness();
     const ch = createChannel<number>({ capacity: 1 });
     const log: string[] = [];
-    function* endless(): Generator<number> {
-      try {
-        for (let n = 0; ; n++) yield n;
-      } finally {
-        log.push("source closed");
-      }
-    }
-    const task = h.run(() => feed(ch, endless()));
+    const task = h.run(() => feed(ch, endless(log)));
     h.clock.schedule(10, () => void task.cancel());
 
     await expect(task).rejects.toBeInstanceOf(TaskCancelledError);

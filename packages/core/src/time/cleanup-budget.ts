@@ -20,10 +20,10 @@ import { BUDGET_KEY } from "../kernel/task.js";
  * }), { onEvent: () => {} });
  * await t.cancel();
  * ```
- * @throws `RangeError` for a negative or NaN `ms`.
+ * @throws `RangeError` for a negative, NaN or infinite `ms` (semantics §5: cleanup is always bounded).
  */
 export function withCleanupBudget<T>(ms: number, op: Op<T>): Operation<T> {
-  checkDurationMs("withCleanupBudget(ms)", ms);
+  checkDurationMs("withCleanupBudget(ms)", ms, false);
   checkOp("withCleanupBudget(ms, op)", op);
   return withContextValue(BUDGET_KEY, ms, op);
 }

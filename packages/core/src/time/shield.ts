@@ -5,10 +5,11 @@
 import { checkDurationMs, isTimeoutError } from "../errors.js";
 import { BoundOp3 } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
+import { withContextValue } from "../kernel/context.js";
 import { currentTask } from "../kernel/current.js";
 import { checkOp, nameOf, type Op, type Operation, type Outcome } from "../kernel/operation.js";
 import { spawnInto } from "../kernel/spawn.js";
-import { BUDGET_KEY, DEFAULT_CLEANUP_BUDGET_MS } from "../kernel/task.js";
+import { BUDGET_KEY, DEFAULT_CLEANUP_BUDGET_MS, type TaskImpl } from "../kernel/task.js";
 import { timeoutScope } from "./timeout.js";
 
 /**
@@ -43,6 +44,21 @@ export function shield<T>(op: Op<T>, options?: { limitMs?: number }): Operation<
   return new BoundOp3(runShielded, op, limitOption, name) as Operation<T>;
 }
 
+/** The limit (an instant) of the innermost shield whose work is running here: shield limits nest. */
+const SHIELD_LIMIT_KEY: unique symbol = Symbol("keel.shield-limit");
+
+/**
+ * Semantics §6: a shield inside a shield's work gets at most what is left of the enclosing limit,
+ * so nested shields cannot outlast the outermost one. While the task runs its own cleanup, the
+ * enclosing limit may already have passed: a shield there may then reach the cleanup deadline
+ * (itself at most one budget after the enclosing limit), as any scope opened during cleanup does.
+ */
+function nestedLimitAt(task: TaskImpl<unknown>, enclosing: number | undefined, own: number): number {
+  if (enclosing === undefined) return own;
+  const cap = task.isCancelling ? Math.max(enclosing, task.effectiveDeadline()) : enclosing;
+  return Math.min(own, cap);
+}
+
 function* runShielded<T>(
   op: Op<T>,
   limitOption: number | undefined,
@@ -53,13 +69,21 @@ function* runShielded<T>(
   const frame = task.top;
   const limitMs =
     limitOption ?? (frame.contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
-  const guarded = timeoutScope(op, `${name} limit ${limitMs} ms`, (t) => t + limitMs);
+  const now = task.clock.now();
+  const limitAt = nestedLimitAt(task, frame.contexts[SHIELD_LIMIT_KEY] as number | undefined, now + limitMs);
+  const label = `${name} limit ${limitAt - now} ms`;
+  const guarded = withContextValue(
+    SHIELD_LIMIT_KEY,
+    limitAt,
+    timeoutScope(op, label, () => limitAt),
+  );
   const child = spawnInto(frame, guarded, nameOf(op, "shielded"), { shielded: true, deadline: Infinity });
   try {
     yield {
       kind: "suspend",
       description: `${name}: waiting for ${child.name}#${child.id}`,
       interruptible: "shield",
+      limitAt,
       enter: (resolve: (o: Outcome<void>) => void) =>
         child.onSettled(() => resolve({ ok: true, value: undefined })),
     };

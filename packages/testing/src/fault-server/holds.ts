@@ -9,6 +9,7 @@
  * @module
  */
 import type { Clock } from "@keel/core";
+import { hostSetImmediate } from "../host.js";
 
 /**
  * Runs `fn` once the event loop has been through a poll phase: bytes written before the call are
@@ -17,7 +18,7 @@ import type { Clock } from "@keel/core";
  * the poll phase: its callback runs in the same loop turn, before the client's next poll.
  */
 export function afterDelivery(fn: () => void): void {
-  setImmediate(() => setImmediate(fn));
+  hostSetImmediate(() => hostSetImmediate(fn));
 }
 
 /**

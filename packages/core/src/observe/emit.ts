@@ -1,0 +1,54 @@
+/**
+ * `emitEvent`: how packages built on Keel report into the runtime's event stream.
+ * @module
+ */
+import { invalidRange } from "../errors.js";
+import { currentTask } from "../kernel/current.js";
+import type { Operation } from "../kernel/operation.js";
+import type { KeelEventInput } from "./events.js";
+
+/** Event families a package may emit; the kernel's own (`task:`, `cancel:`, …) stay the kernel's. */
+const PACKAGE_FAMILIES = ["worker:"] as const;
+
+/**
+ * The events a package may emit: those of the table whose family belongs to a package (`worker:`).
+ *
+ * @example
+ * ```ts
+ * import type { PackageEventInput } from "@keel/core";
+ * const e: PackageEventInput = { type: "worker:job", queue: "mail", jobId: "m1", attempt: 1, transition: "start" };
+ * console.log(e.type); // worker:job
+ * ```
+ */
+export type PackageEventInput = Extract<KeelEventInput, { type: `worker:${string}` }>;
+
+/**
+ * Emits `event` into the current runtime's event stream, stamped like the runtime's own (`at` from
+ * its clock, the current task's id and path). Nothing is built or delivered when nobody listens.
+ *
+ * @example
+ * ```ts
+ * import { emitEvent, type KeelEvent, run } from "@keel/core";
+ * const seen: KeelEvent[] = [];
+ * await run(function* () {
+ *   yield* emitEvent({ type: "worker:job", queue: "mail", jobId: "m1", attempt: 1, transition: "start" });
+ * }, { onEvent: (e) => seen.push(e) });
+ * console.log(seen.filter((e) => e.type === "worker:job").length); // 1
+ * ```
+ * @throws `RangeError` for an event whose `type` is not a package family's (`worker:`).
+ */
+export function emitEvent(event: PackageEventInput): Operation<void> {
+  const type = (event as { type?: unknown } | null)?.type;
+  if (typeof type !== "string" || !PACKAGE_FAMILIES.some((f) => type.startsWith(f)))
+    throw invalidRange(
+      "emitEvent(event)",
+      `an event of a package family (${PACKAGE_FAMILIES.join(", ")})`,
+      type,
+    );
+  return {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("emitEvent(event)");
+      task.emit(event as KeelEventInput);
+    },
+  };
+}

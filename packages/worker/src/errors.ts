@@ -1,0 +1,101 @@
+/**
+ * The worker's errors: typed, with stable codes, and guards that compare codes (so duplicate
+ * package copies agree).
+ * @module
+ */
+import { KeelError } from "@keel/core";
+
+/**
+ * A job's own deadline passed before or while it ran: the job is dead-lettered as `expired`.
+ *
+ * @example
+ * ```ts
+ * import { isJobExpiredError, JobExpiredError } from "@keel/worker";
+ * const e = new JobExpiredError("mail", "m1", 1000, 1200);
+ * console.log(isJobExpiredError(e), e.message); // true mail/m1: its deadline passed 200 ms ago
+ * ```
+ */
+export class JobExpiredError extends KeelError {
+  constructor(
+    readonly queue: string,
+    readonly jobId: string,
+    readonly deadlineAt: number,
+    readonly at: number,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      "KEEL_JOB_EXPIRED",
+      `${queue}/${jobId}: its deadline passed ${Math.round(at - deadlineAt)} ms ago`,
+      options,
+    );
+    this.name = "JobExpiredError";
+  }
+}
+
+/**
+ * True for a {@link JobExpiredError}.
+ *
+ * @example
+ * ```ts
+ * import { isJobExpiredError } from "@keel/worker";
+ * console.log(isJobExpiredError(new Error("x"))); // false
+ * ```
+ */
+export function isJobExpiredError(e: unknown): e is JobExpiredError {
+  return (e as { code?: unknown } | null)?.code === "KEEL_JOB_EXPIRED";
+}
+
+/**
+ * A handler reported no progress for `stallMs`: its attempt was cancelled, and the job is retried
+ * (this error is retryable) or, with no attempt left, dead-lettered as `exhausted`.
+ *
+ * @example
+ * ```ts
+ * import { JobStalledError } from "@keel/worker";
+ * const e = new JobStalledError("mail", "m1", 500);
+ * console.log(e.retryable, e.message); // true mail/m1: no progress for 500 ms (stallMs)
+ * ```
+ */
+export class JobStalledError extends KeelError {
+  readonly retryable = true;
+  constructor(
+    readonly queue: string,
+    readonly jobId: string,
+    readonly stallMs: number,
+  ) {
+    super("KEEL_JOB_STALLED", `${queue}/${jobId}: no progress for ${stallMs} ms (stallMs)`);
+    this.name = "JobStalledError";
+  }
+}
+
+/**
+ * A queue used after it was closed (its scope ended).
+ *
+ * @example
+ * ```ts
+ * import { isQueueClosedError, QueueClosedError } from "@keel/worker";
+ * console.log(isQueueClosedError(new QueueClosedError("mail", "add"))); // true
+ * ```
+ */
+export class QueueClosedError extends KeelError {
+  constructor(
+    readonly queue: string,
+    operation: string,
+  ) {
+    super("KEEL_QUEUE_CLOSED", `queue ${queue}: ${operation} after the queue was closed`);
+    this.name = "QueueClosedError";
+  }
+}
+
+/**
+ * True for a {@link QueueClosedError}.
+ *
+ * @example
+ * ```ts
+ * import { isQueueClosedError } from "@keel/worker";
+ * console.log(isQueueClosedError(new Error("closed"))); // false
+ * ```
+ */
+export function isQueueClosedError(e: unknown): e is QueueClosedError {
+  return (e as { code?: unknown } | null)?.code === "KEEL_QUEUE_CLOSED";
+}

@@ -1,0 +1,32 @@
+/**
+ * `@keel/worker`: job queues with per-job deadlines, retries and dead letters, and a bounded
+ * graceful shutdown.
+ *
+ * An explicit barrel: everything public is named here.
+ * @module
+ */
+
+export type {
+  AddResult,
+  DeadLetter,
+  DeadLetterReason,
+  EngineAddOptions,
+  EngineCounts,
+  EngineJob,
+  JobAttempt,
+  QueueEngine,
+} from "./engine.js";
+export {
+  isJobExpiredError,
+  isQueueClosedError,
+  JobExpiredError,
+  JobStalledError,
+  QueueClosedError,
+} from "./errors.js";
+export type { MemoryQueue } from "./memory-queue.js";
+export { createMemoryQueue } from "./memory-queue.js";
+export type { JobAttemptInfo, WorkerOptions, WorkerRetry } from "./options.js";
+export type { AddOptions, Queue } from "./queue.js";
+export type { ShutdownReport, WorkerStats } from "./stats.js";
+export type { Job, Worker } from "./worker.js";
+export { useWorker } from "./worker.js";

@@ -1,0 +1,95 @@
+/**
+ * What a worker counts (outcomes, durations) and what its shutdown reports.
+ * @module
+ */
+import type { DeadLetterReason } from "./engine.js";
+
+/**
+ * A worker's counts since it started, with `waiting` read from the engine.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createMemoryQueue, useWorker, type WorkerStats } from "@keel/worker";
+ * const stats: WorkerStats = await run(function* () {
+ *   const queue = yield* createMemoryQueue<number>({ name: "n" });
+ *   const worker = yield* useWorker(queue, function* double(job) { return job.data * 2; });
+ *   yield* queue.add(21);
+ *   while ((yield* worker.stats()).completed < 1) yield* queue.idle();
+ *   return yield* worker.stats();
+ * });
+ * console.log(stats.completed, stats.inFlight, stats.deadLettered.rejected); // 1 0 0
+ * ```
+ */
+export interface WorkerStats {
+  readonly completed: number;
+  /** Deliveries that failed and were scheduled again. */
+  readonly retried: number;
+  readonly deadLettered: { readonly [R in DeadLetterReason]: number };
+  /** Jobs put back at shutdown without spending an attempt. */
+  readonly released: number;
+  readonly inFlight: number;
+  /** Jobs waiting or delayed in the engine. */
+  readonly waiting: number;
+  /** Handler durations of completed jobs, over the last 10,000 (ms; `NaN` before the first). */
+  readonly durationMs: { readonly p50: number; readonly p99: number };
+}
+
+/**
+ * What a worker's shutdown did, step by step.
+ *
+ * @example
+ * ```ts
+ * import type { ShutdownReport } from "@keel/worker";
+ * const report: ShutdownReport = {
+ *   inFlightAtStop: 3, finishedInDrain: 2, released: 1, cutTree: "", closeTimedOut: false, elapsedMs: 120,
+ * };
+ * console.log(report.finishedInDrain + report.released === report.inFlightAtStop); // true
+ * ```
+ */
+export interface ShutdownReport {
+  /** Jobs in flight when the worker stopped taking. */
+  readonly inFlightAtStop: number;
+  /** Of those, the ones that ended (any outcome) within `drainMs`. */
+  readonly finishedInDrain: number;
+  /** Jobs put back without spending an attempt. */
+  readonly released: number;
+  /** The task tree of the deliveries it had to cut, as `formatTaskTree` prints it ("" when none). */
+  readonly cutTree: string;
+  /** True when the engine's `close` did not finish within `closeCapMs`. */
+  readonly closeTimedOut: boolean;
+  readonly elapsedMs: number;
+}
+
+const WINDOW = 10_000;
+
+/** Outcome counters and a ring of recent durations. */
+export class Counters {
+  completed = 0;
+  retried = 0;
+  released = 0;
+  readonly deadLettered = { expired: 0, exhausted: 0, rejected: 0 };
+  private readonly durations: number[] = [];
+  private next = 0;
+
+  recordDuration(ms: number): void {
+    if (this.durations.length < WINDOW) this.durations.push(ms);
+    else this.durations[this.next] = ms;
+    this.next = (this.next + 1) % WINDOW;
+  }
+
+  snapshot(inFlight: number, waiting: number): WorkerStats {
+    const sorted = this.durations.slice().sort((a, b) => a - b);
+    const pick = (q: number) =>
+      sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+    return {
+      completed: this.completed,
+      retried: this.retried,
+      deadLettered: { ...this.deadLettered },
+      released: this.released,
+      inFlight,
+      waiting,
+      durationMs: { p50: pick(0.5), p99: pick(0.99) },
+    };
+  }
+}

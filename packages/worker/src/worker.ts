@@ -1,0 +1,275 @@
+/**
+ * `useWorker`: a resource that runs a queue's jobs until its scope ends, then shuts down within a
+ * bound: stop taking, drain, cut and release, close.
+ * @module
+ */
+import {
+  emitEvent,
+  formatTaskTree,
+  type Operation,
+  race,
+  resource,
+  shield,
+  sleep,
+  snapshot,
+  spawn,
+  type Task,
+  useClock,
+  useScope,
+  withCleanupBudget,
+} from "@keel/core";
+import { invalidType } from "./checks.js";
+import { deliver } from "./delivery.js";
+import type { EngineJob } from "./engine.js";
+import { isQueueClosedError } from "./errors.js";
+import { checkWorkerOptions, type WorkerOptions } from "./options.js";
+import { type Delivery, type Handler, Pool } from "./pool.js";
+import type { Queue } from "./queue.js";
+import type { ShutdownReport, WorkerStats } from "./stats.js";
+
+/**
+ * A job as its handler sees it.
+ *
+ * @example
+ * ```ts
+ * import { remaining, run } from "@keel/core";
+ * import { createMemoryQueue, type Job, useWorker } from "@keel/worker";
+ * import { createVirtualClock } from "@keel/testing";
+ * const seen: string[] = [];
+ * await run(function* () {
+ *   const queue = yield* createMemoryQueue<string>({ name: "mail" });
+ *   yield* queue.add("hi", { id: "m1", ttlMs: 60_000 });
+ *   yield* useWorker(queue, function* send(job: Job<string>) {
+ *     yield* job.progress(50);
+ *     seen.push(`${job.queue}/${job.id} attempt ${job.attempt}/${job.attempts}, ${yield* remaining()} ms left`);
+ *   }, { timeoutMs: 1000 });
+ *   while ((yield* queue.counts()).completed < 1) yield* queue.idle();
+ * }, { clock: createVirtualClock() });
+ * console.log(seen); // ["mail/m1 attempt 1/5, 1000 ms left"]
+ * ```
+ */
+export interface Job<T> {
+  readonly id: string;
+  readonly data: T;
+  /** This delivery's number, 1-based. */
+  readonly attempt: number;
+  /** The job's attempt limit. */
+  readonly attempts: number;
+  /** The job's own deadline, absolute on the runtime's clock (`Infinity` when none). */
+  readonly deadline: number;
+  /** The queue's name. */
+  readonly queue: string;
+  /** Reports progress; also the heartbeat that `stallMs` watches. */
+  progress(value: unknown): Operation<void>;
+}
+
+/**
+ * A running worker: its counts now, and what its shutdown did once it has run.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createMemoryQueue, useWorker, type Worker } from "@keel/worker";
+ * const completed = await run(function* () {
+ *   const queue = yield* createMemoryQueue<number>({ name: "n" });
+ *   const worker: Worker = yield* useWorker(queue, function* noop() {});
+ *   yield* queue.add(1);
+ *   while ((yield* worker.stats()).completed < 1) yield* queue.idle();
+ *   return (yield* worker.stats()).completed;
+ * });
+ * console.log(completed); // 1
+ * ```
+ */
+export interface Worker {
+  stats(): Operation<WorkerStats>;
+  /** What the shutdown did; null until it has run. */
+  readonly shutdownReport: ShutdownReport | null;
+}
+
+/**
+ * Runs `handler` for the jobs of `queue`, `concurrency` at a time, until the caller's scope ends.
+ *
+ * - Each delivery is a task named `queue/id` in the worker's scope, its handler a task named
+ *   `queue/id attempt k/N` under the deadline `min(job deadline, now + timeoutMs)`: `remaining()` and
+ *   every Keel timeout inside see it.
+ * - Each job ends exactly once: completed; dead-lettered as `expired` (its deadline passed before or
+ *   while it ran), `exhausted` (attempts, `retry.budgetMs` or the time before its deadline spent; the
+ *   attempt history kept) or `rejected` (an error `retryOn` refuses); or released at shutdown. A
+ *   retryable failure is redelivered after the backoff (or the error's `retryAfterMs`), never past
+ *   the job's deadline.
+ * - A job is taken only when a slot is free; `stallMs` cuts a delivery with no `job.progress` for that long.
+ *
+ * **Cancellation** (the scope ends: `main`'s SIGTERM, a cancel, a parent's error): the worker stops
+ * taking at once, lets in-flight jobs run for up to `drainMs`, then cancels the rest (each unwinds
+ * within `cleanupBudgetMs` and is released, not failed), and closes the engine, raced against
+ * `closeCapMs`. The whole shutdown ends within `drainMs + cleanupBudgetMs + closeCapMs` (give `main`
+ * a `shutdownBudgetMs` at least that long) and reports what it did (`onShutdown`, `shutdownReport`,
+ * a `worker:shutdown` event per step). Every transition of a job is a `worker:job` event.
+ *
+ * @example
+ * ```ts
+ * import { constant, run } from "@keel/core";
+ * import { createMemoryQueue, useWorker } from "@keel/worker";
+ * import { createVirtualClock } from "@keel/testing";
+ * let calls = 0;
+ * const stats = await run(function* () {
+ *   const queue = yield* createMemoryQueue<string>({ name: "orders" });
+ *   const worker = yield* useWorker(queue, function* ship(job) {
+ *     if (++calls === 1) throw Object.assign(new Error("unavailable"), { status: 503 });
+ *     return job.data;
+ *   }, { concurrency: 4, timeoutMs: 5_000, retry: { attempts: 3, backoff: constant(100) } });
+ *   yield* queue.add("o-1", { ttlMs: 60_000 });
+ *   while ((yield* worker.stats()).completed < 1) yield* queue.idle();
+ *   return yield* worker.stats();
+ * }, { clock: createVirtualClock() });
+ * console.log(stats.completed, stats.retried); // 1 1
+ * ```
+ * @throws `TypeError` for a `queue` that is not one, a `handler` that is not a function returning an
+ * operation (an async function is refused), or an option of the wrong kind; `RangeError` for a bad
+ * number (each message names the option).
+ */
+export function useWorker<T>(
+  queue: Queue<T>,
+  handler: (job: Job<T>) => Operation<unknown>,
+  options: WorkerOptions<T> = {},
+): Operation<Worker> {
+  if (typeof (queue as Queue<T> | null)?.engine?.take !== "function")
+    throw invalidType("useWorker(queue)", "a queue (createMemoryQueue, useBullQueue)", queue);
+  if (typeof handler !== "function" || handler.constructor?.name === "AsyncFunction")
+    throw invalidType(
+      "useWorker(queue, handler)",
+      "a function returning an operation (function* handler(job) { … }); wrap promise code with until()",
+      handler,
+    );
+  const config = checkWorkerOptions(options);
+  const engine = queue.engine;
+  // The worker's own unwinding holds the drain, the cut and the close.
+  const shutdownMs = config.drainMs + config.cleanupBudgetMs + config.closeCapMs;
+  return resource<Worker>(
+    function* worker(provide) {
+      yield* withCleanupBudget(shutdownMs + config.cleanupBudgetMs, function* worker() {
+        const pool = new Pool<T>(
+          engine,
+          handler as Handler<T>,
+          config,
+          yield* useClock(),
+          yield* useScope(),
+          spawnJob,
+        );
+        let report: ShutdownReport | null = null;
+        const loop = yield* spawn(takeLoop(pool), { name: `${engine.name}: taking jobs` });
+        try {
+          yield* provide({
+            stats: () => stats(pool),
+            get shutdownReport() {
+              return report;
+            },
+          });
+        } finally {
+          report = yield* shutdown(pool, loop);
+          config.onShutdown?.(report);
+        }
+      });
+    },
+    { name: `worker ${engine.name}` },
+  );
+}
+
+function stats<T>(pool: Pool<T>): Operation<WorkerStats> {
+  return {
+    *[Symbol.iterator]() {
+      const c = yield* pool.engine.counts();
+      return pool.counters.snapshot(pool.inFlight.size, c.waiting + c.delayed);
+    },
+  };
+}
+
+function* takeLoop<T>(pool: Pool<T>): Generator<unknown, void, unknown> {
+  const { engine, config } = pool;
+  for (;;) {
+    while (pool.inFlight.size >= config.concurrency)
+      yield* pool.change(`${engine.name}: all ${config.concurrency} slots busy`);
+    let job: EngineJob<T>;
+    try {
+      job = yield* engine.take();
+    } catch (e) {
+      if (isQueueClosedError(e)) return;
+      throw e;
+    }
+    pool.start(job);
+  }
+}
+
+function spawnJob<T>(pool: Pool<T>, d: Delivery<T>): Task<void> {
+  const { config, clock } = pool;
+  const job = d.job;
+  const until = Math.min(job.deadlineAt, clock.now() + config.timeoutMs);
+  // The shield keeps the worker's cancellation from reaching the handler at once: the shutdown
+  // drains, then cuts each delivery itself. Its limit only backs up the delivery's own deadline.
+  const limitMs = Math.max(0, until - clock.now()) + 2 * config.cleanupBudgetMs + config.closeCapMs;
+  function* delivery() {
+    yield* deliver(pool, d);
+  }
+  return pool.scope.spawn(() => shield(delivery, { limitMs }), {
+    name: `${pool.engine.name}/${job.id}`,
+  });
+}
+
+function* shutdown<T>(pool: Pool<T>, loop: Task<void>): Generator<unknown, ShutdownReport, unknown> {
+  const { engine, config, clock, counters } = pool;
+  const startedAt = clock.now();
+  const releasedBefore = counters.released;
+  const event = (phase: "stop" | "drained" | "cut" | "closed" | "close-timeout") =>
+    emitEvent({
+      type: "worker:shutdown",
+      queue: engine.name,
+      phase,
+      inFlight: pool.inFlight.size,
+      released: counters.released - releasedBefore,
+    });
+  yield* loop.cancel();
+  const inFlightAtStop = pool.inFlight.size;
+  yield* event("stop");
+  yield* pool.settledBy(startedAt + config.drainMs, `${engine.name}: draining ${pool.inFlight.size} jobs`);
+  const finishedInDrain = inFlightAtStop - pool.inFlight.size;
+  yield* event("drained");
+  let cutTree = "";
+  if (pool.inFlight.size > 0) {
+    const cut = [...pool.inFlight.values()];
+    cutTree = cut
+      .map((d) => (d.task ? formatTaskTree(snapshot(d.task)) : `${engine.name}/${d.job.id}`))
+      .join("\n");
+    for (const d of cut) {
+      d.cut = "released";
+      d.inner?.cancel(`${engine.name}/${d.job.id}: released at shutdown`);
+    }
+    yield* pool.settledBy(
+      clock.now() + config.cleanupBudgetMs,
+      `${engine.name}: releasing ${cut.length} jobs`,
+    );
+    yield* event("cut");
+  }
+  for (const job of pool.orphans.splice(0)) {
+    yield* engine.release(job);
+    counters.released++;
+  }
+  const closed = yield* race([
+    function* close() {
+      yield* engine.close();
+      return true;
+    },
+    function* cap() {
+      yield* sleep(config.closeCapMs);
+      return false;
+    },
+  ]);
+  yield* event(closed ? "closed" : "close-timeout");
+  return {
+    inFlightAtStop,
+    finishedInDrain,
+    released: counters.released - releasedBefore,
+    cutTree,
+    closeTimedOut: !closed,
+    elapsedMs: clock.now() - startedAt,
+  };
+}

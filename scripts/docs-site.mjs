@@ -33,9 +33,11 @@ const linked = [...index.matchAll(/\]\(([a-z0-9-]+\.md)(#[^)]*)?\)/g)].map((m) =
 const order = [...new Set([...linked, ...pages.sort()])].filter((p) => p !== "index.md" && pages.includes(p));
 
 const entryPoints = [];
+const packages = [];
 for (const dir of JSON.parse(readFileSync(join(root, "package.json"), "utf8")).workspaces) {
   const pkg = JSON.parse(readFileSync(join(root, dir, "package.json"), "utf8"));
   if (pkg.private) continue;
+  packages.push(pkg.name);
   for (const [key, target] of Object.entries(pkg.exports ?? {})) {
     if (key.endsWith(".json")) continue;
     const specifier = key === "." ? pkg.name : `${pkg.name}${key.slice(1)}`;
@@ -65,6 +67,7 @@ try {
       "--options",
       "typedoc.json",
       ...entryPoints.flatMap((e) => ["--entryPoints", e]),
+      ...packages.flatMap((name) => ["--packagesRequiringDocumentation", name]),
       "--readme",
       ".site-guide/index.md",
       ...order.flatMap((p) => ["--projectDocuments", `.site-guide/${p}`]),

@@ -6,10 +6,11 @@
  * installs the tarballs into a new project outside the repository (no workspace links; peers and
  * tools at the repository's own pinned versions, from npm's cache when it has them), and there:
  * checks that every file the `exports` maps and the source maps name is in the tarball, imports
- * every entry point from ESM, bundles every entry point with esbuild under the `source` condition
- * and a run+timeout+retry program minified (then runs it, so `sideEffects: false` is tried),
- * type-checks a consumer under `moduleResolution` `node16` and `bundler`, runs a vitest test that
- * uses `@keel/testing`, and runs `publint --strict` on each tarball.
+ * every entry point from ESM, bundles every entry point with esbuild and runs them with tsx under
+ * the `source` condition, bundles a run+timeout+retry program minified and runs it (so
+ * `sideEffects: false` is tried), type-checks a consumer under `moduleResolution` `node16` and
+ * `bundler`, runs a vitest test that uses `@keel/testing`, and runs `publint --strict` on each
+ * tarball.
  *
  * Nothing is listed by hand: packages come from the root `workspaces` (private ones skipped), entry
  * points from each package's `exports`, peers from each package's `peerDependencies`. A new
@@ -176,7 +177,7 @@ try {
     return codeEntries.map((e) => e.specifier).join(", ");
   });
 
-  check("bundle every entry point with esbuild under the source condition", () => {
+  check("bundle every entry point with esbuild, and run them with tsx, under the source condition", () => {
     writeFileSync(
       join(app, "source.mjs"),
       `${codeEntries.map((e, i) => `export * as m${i} from ${JSON.stringify(e.specifier)};`).join("\n")}\n`,
@@ -197,6 +198,8 @@ try {
       app,
       "esbuild --conditions=source",
     );
+    // And run from the TypeScript sources, as `tsx --conditions=source` (the repo's own way) does.
+    sh(bin("tsx"), ["--conditions=source", "imports.mjs"], app, "tsx --conditions=source");
   });
 
   check("bundle a program minified (tree-shaken under sideEffects: false) and run it", () => {

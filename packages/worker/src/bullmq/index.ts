@@ -91,7 +91,7 @@ export function useBullQueue<T>(options: {
           add(data, addOptions) {
             try {
               if (JSON.stringify(data) === undefined) throw new TypeError("undefined");
-            } catch (e) {
+            } catch {
               throw invalidType(`queue(${name}).add(data)`, "a payload BullMQ can store as JSON", data);
             }
             return base.add(data, addOptions);

@@ -178,13 +178,6 @@ describe("every public entry point checks its input with the same typed errors",
     timeoutAt: [[() => core.timeoutAt(Number.NaN, noop), /^timeoutAt\(at\)/]],
     until: [[() => core.until(3 as never), /^until\(promise\)/]],
     withCleanupBudget: [[() => core.withCleanupBudget("a" as never, noop), /^withCleanupBudget\(ms\)/]],
-    emitEvent: [
-      [
-        () => core.emitEvent({ type: "task:start" } as never),
-        /^emitEvent\(event\): expected an event of a package family/,
-      ],
-      [() => core.emitEvent(null as never), /^emitEvent\(event\): .*got undefined/],
-    ],
     withRandom: [[() => core.withRandom(5 as never, noop), /^withRandom\(/]],
     createHttpClient: [
       [

@@ -3,28 +3,11 @@
  * removed). Without Redis the suite is skipped with one line saying how to start it; with
  * `KEEL_REQUIRE_REDIS=1` (as `.ci/run` sets it) a missing Redis fails instead.
  */
-import { createConnection } from "node:net";
 import { constant, type Operation, run, sleep, spawn, suspend } from "@keel/core";
 import { useWorker, type Worker } from "@keel/worker";
 import { type BullQueueHandle, useBullQueue } from "@keel/worker/bullmq";
 import { describe, expect, it } from "vitest";
-
-const START_REDIS =
-  'start Redis with: redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no';
-
-const redisUp = await new Promise<boolean>((resolve) => {
-  const probe = createConnection(6379, "127.0.0.1");
-  probe.on("connect", () => {
-    probe.destroy();
-    resolve(true);
-  });
-  probe.on("error", () => resolve(false));
-});
-if (!redisUp) {
-  if (process.env.KEEL_REQUIRE_REDIS === "1")
-    throw new Error(`KEEL_REQUIRE_REDIS=1 and no Redis at 127.0.0.1:6379: ${START_REDIS}`);
-  console.log(`BullMQ suite skipped: no Redis at 127.0.0.1:6379; ${START_REDIS}`);
-}
+import { redisUp } from "./redis.js";
 
 /** Runs `body` with a fresh queue on its own prefix, removing its keys after. */
 async function withBull<R>(body: (queue: BullQueueHandle<string>) => Operation<R>): Promise<R> {
@@ -60,6 +43,14 @@ describe.skipIf(!redisUp)("the BullMQ engine (real Redis)", () => {
       { id: "x", added: false },
     ]);
     expect(r[2]).toMatchObject({ waiting: 1 });
+  });
+
+  it("refuses a lockMs that is not a whole number of milliseconds ≥ 100, naming it", () => {
+    const connection = { host: "127.0.0.1", port: 6379 };
+    for (const lockMs of [50, 1.5, "1000"])
+      expect(() => useBullQueue({ name: "q", connection, lockMs: lockMs as never })).toThrow(
+        /useBullQueue\(\{ lockMs \}\): expected a whole number ≥ 100/,
+      );
   });
 
   it("refuses a payload BullMQ cannot store, with nothing added", async () => {

@@ -57,7 +57,12 @@ export class BullEngine<T> implements QueueEngine<T> {
   private consumer: BullWorker<StoredJob<T>> | null = null;
 
   private worker(): BullWorker<StoredJob<T>> {
-    this.consumer ??= this.makeWorker();
+    if (!this.consumer) {
+      this.consumer = this.makeWorker();
+      // Jobs are fetched by hand, so BullMQ's stalled check (which redelivers the jobs of a dead
+      // process) runs only if started explicitly.
+      void this.consumer.startStalledCheckTimer().catch(() => {});
+    }
     return this.consumer;
   }
 

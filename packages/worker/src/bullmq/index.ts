@@ -5,16 +5,21 @@
  */
 import { type Operation, resource, sleep, spawn, until, useClock } from "@keel/core";
 import { Queue as BullQueue, Worker as BullWorker, type ConnectionOptions } from "bullmq";
-import { checkKeys, checkObject, invalidType } from "../checks.js";
+import { checkKeys, checkObject, checkWhole, invalidType } from "../checks.js";
 import { type Queue, queueOver } from "../queue.js";
 import { BullEngine, type StoredJob } from "./engine.js";
 
-/** BullMQ's lock on an active job; this process extends it at half that period while it holds the job. */
+/** BullMQ's default lock on an active job (and stalled-check period). */
 const LOCK_MS = 30_000;
 
 /**
  * Opens a queue on Redis through BullMQ 6, closed when the caller's scope ends. Jobs, their attempt
  * history and their deadlines live in Redis; `useWorker` over it runs them in this process.
+ *
+ * **Crashes**: a job is locked in Redis for `lockMs` (default 30 000) while a process runs it, and
+ * that process extends the lock every `lockMs / 2`. If the process dies (SIGKILL, a lost machine),
+ * the lock lapses and the stalled check of any live worker on the queue (every `lockMs`) puts the
+ * job back to wait, with its attempt unspent (BullMQ fails it instead the second time it stalls).
  *
  * **Time**: deadlines are absolute instants of the runtime's clock (the real clock: epoch
  * milliseconds), so the machines sharing a queue need agreeing clocks; delays are Redis-side.
@@ -40,15 +45,17 @@ const LOCK_MS = 30_000;
  *   console.log(counts.waiting); // 1
  * }
  * ```
- * @throws `TypeError` for a missing `name` or `connection`.
+ * @throws `TypeError` for a missing `name` or `connection`; `RangeError` for a `lockMs` that is not a whole number ≥ 100.
  */
 export function useBullQueue<T>(options: {
   name: string;
   connection: ConnectionOptions;
   prefix?: string;
+  lockMs?: number;
 }): Operation<BullQueueHandle<T>> {
   const o = checkObject("useBullQueue(options)", options);
-  checkKeys("useBullQueue(options)", o, ["name", "connection", "prefix"]);
+  checkKeys("useBullQueue(options)", o, ["name", "connection", "prefix", "lockMs"]);
+  const lockMs = options.lockMs === undefined ? LOCK_MS : checkWhole("useBullQueue({ lockMs })", options.lockMs, 100);
   if (typeof options.name !== "string" || options.name === "")
     throw invalidType("useBullQueue({ name })", "a non-empty string", options.name);
   if (typeof options.connection !== "object" || options.connection === null)
@@ -72,7 +79,8 @@ export function useBullQueue<T>(options: {
             connection,
             prefix,
             autorun: false,
-            lockDuration: LOCK_MS,
+            lockDuration: lockMs,
+            stalledInterval: lockMs,
             drainDelay: 1,
           }),
         () => clock.now(),
@@ -81,8 +89,8 @@ export function useBullQueue<T>(options: {
         yield* until(queue.waitUntilReady());
         yield* spawn(function* extendLocks() {
           for (;;) {
-            yield* sleep(LOCK_MS / 2);
-            yield* until(engine.extendLocks(LOCK_MS));
+            yield* sleep(lockMs / 2);
+            yield* until(engine.extendLocks(lockMs));
           }
         });
         const base = queueOver(engine);

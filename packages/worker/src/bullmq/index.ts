@@ -55,7 +55,8 @@ export function useBullQueue<T>(options: {
 }): Operation<BullQueueHandle<T>> {
   const o = checkObject("useBullQueue(options)", options);
   checkKeys("useBullQueue(options)", o, ["name", "connection", "prefix", "lockMs"]);
-  const lockMs = options.lockMs === undefined ? LOCK_MS : checkWhole("useBullQueue({ lockMs })", options.lockMs, 100);
+  const lockMs =
+    options.lockMs === undefined ? LOCK_MS : checkWhole("useBullQueue({ lockMs })", options.lockMs, 100);
   if (typeof options.name !== "string" || options.name === "")
     throw invalidType("useBullQueue({ name })", "a non-empty string", options.name);
   if (typeof options.connection !== "object" || options.connection === null)

@@ -17,7 +17,7 @@ import {
 } from "@keel/core";
 import { invalidType } from "./checks.js";
 import type { DeadLetterReason, EngineJob, JobAttempt } from "./engine.js";
-import { JobExpiredError, JobStalledError } from "./errors.js";
+import { JobCancelledError, JobExpiredError, JobStalledError } from "./errors.js";
 import type { Delivery, Pool } from "./pool.js";
 import type { Job } from "./worker.js";
 
@@ -49,6 +49,14 @@ export function* deliver<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, v
   );
   d.inner = inner;
   if (d.cut) inner.cancel(`${engine.name}/${job.id}: released at shutdown`);
+  const onAbort = () => {
+    d.cut ??= "cancelled";
+    const reason: unknown = job.signal?.reason;
+    d.cancelReason = typeof reason === "string" ? reason : "cancelJob";
+    inner.cancel(`${engine.name}/${job.id}: cancelled through the queue (${d.cancelReason})`);
+  };
+  if (job.signal?.aborted) onAbort();
+  else job.signal?.addEventListener("abort", onAbort, { once: true });
   const watchdog =
     config.stallMs === Infinity ? null : yield* spawn(watchStall(pool, d, inner), { name: "stall watchdog" });
   let outcome: Outcome;
@@ -58,6 +66,7 @@ export function* deliver<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, v
     // Only a cut (the shutdown's or the watchdog's) ends the attempt cancelled.
     outcome = { ok: false, error };
   }
+  job.signal?.removeEventListener("abort", onAbort);
   if (watchdog) yield* watchdog.cancel();
   yield* settle(pool, d, outcome, startedAt, until, attempts);
 }
@@ -146,6 +155,11 @@ function* settle<T>(
     yield* engine.release(job);
     counters.released++;
     return yield* emitEvent({ ...base, transition: "release" });
+  }
+  if (d.cut === "cancelled") {
+    const error = new JobCancelledError(engine.name, job.id, d.cancelReason ?? "cancelJob");
+    const history = [...job.history, { attempt: job.attempt, startedAt, endedAt, error }];
+    return yield* deadLetter(pool, job, "rejected", error, history);
   }
   let error = d.cut === "stalled" ? new JobStalledError(engine.name, job.id, config.stallMs) : outcome.error;
   const failed: JobAttempt = { attempt: job.attempt, startedAt, endedAt, error };

@@ -60,6 +60,11 @@ export interface EngineJob<T> {
   /** When the job was added, on the runtime's clock. */
   readonly addedAt: number;
   readonly history: readonly JobAttempt[];
+  /**
+   * Aborted when the engine's own cancellation asks to stop this delivery (BullMQ: the consumer's
+   * `cancelJob(id, reason)`); the reason is the signal's. Absent when the engine has none.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /**

@@ -69,6 +69,30 @@ export class JobStalledError extends KeelError {
 }
 
 /**
+ * A job cancelled through its engine's own cancellation (BullMQ: `worker.cancelJob(id, reason)`):
+ * its handler got `Cancelled` and its cleanup ran, and the job is dead-lettered as `rejected` with
+ * this error (a deliberate stop is not retried).
+ *
+ * @example
+ * ```ts
+ * import { JobCancelledError } from "@keel/worker";
+ * const e = new JobCancelledError("mail", "m1", "operator");
+ * console.log(e.retryable, e.message); // false mail/m1: cancelled through the queue (operator)
+ * ```
+ */
+export class JobCancelledError extends KeelError {
+  readonly retryable = false;
+  constructor(
+    readonly queue: string,
+    readonly jobId: string,
+    readonly reason: string,
+  ) {
+    super("KEEL_JOB_CANCELLED", `${queue}/${jobId}: cancelled through the queue (${reason})`);
+    this.name = "JobCancelledError";
+  }
+}
+
+/**
  * A queue used after it was closed (its scope ended).
  *
  * @example

@@ -19,6 +19,7 @@ export type {
 export {
   isJobExpiredError,
   isQueueClosedError,
+  JobCancelledError,
   JobExpiredError,
   JobStalledError,
   QueueClosedError,

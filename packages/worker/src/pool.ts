@@ -19,8 +19,12 @@ export interface Delivery<T> {
   inner: Task<unknown> | null;
   /** Set when the delivery began (a job task cancelled before that never ran: it is released). */
   started: boolean;
-  /** Why the worker cut the handler, if it did: a shutdown (released) or no progress (stalled). */
-  cut: "released" | "stalled" | null;
+  /**
+   * Why the handler was cut, if it was: a shutdown (released), no progress (stalled), or the
+   * engine's own cancellation (cancelled, with its reason).
+   */
+  cut: "released" | "stalled" | "cancelled" | null;
+  cancelReason?: string;
   lastProgressAt: number;
 }
 

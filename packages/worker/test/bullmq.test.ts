@@ -3,7 +3,7 @@
  * removed). Without Redis the suite is skipped with one line saying how to start it; with
  * `KEEL_REQUIRE_REDIS=1` (as `.ci/run` sets it) a missing Redis fails instead.
  */
-import { constant, type Operation, run, sleep, spawn, suspend } from "@keel/core";
+import { constant, isCancelled, type Operation, run, sleep, spawn, suspend } from "@keel/core";
 import { useWorker, type Worker } from "@keel/worker";
 import { type BullQueueHandle, useBullQueue } from "@keel/worker/bullmq";
 import { describe, expect, it } from "vitest";
@@ -125,5 +125,46 @@ describe.skipIf(!redisUp)("the BullMQ engine (real Redis)", () => {
     expect(report).toMatchObject({ inFlightAtStop: 1, released: 1, closeTimedOut: false });
     expect(counts).toMatchObject({ waiting: 1, active: 0 });
     expect(again).toEqual([1]);
+  }, 30_000);
+
+  it("a job cancelled through BullMQ's cancelJob gets Cancelled in its task, runs its cleanup, and is dead-lettered once as rejected", async () => {
+    const r = await withBull(function* (queue) {
+      const seen: string[] = [];
+      const worker = yield* useWorker(queue, function* handle() {
+        try {
+          seen.push("started");
+          yield* suspend();
+        } catch (e) {
+          seen.push(isCancelled(e) ? "cancelled" : "other error");
+          throw e;
+        } finally {
+          yield* sleep(10);
+          seen.push("cleanup done");
+        }
+      });
+      yield* queue.add("x", { id: "j-cancel" });
+      while (seen.length === 0) yield* sleep(10);
+      const found = queue.cancelJob("j-cancel", "operator");
+      const unknown = queue.cancelJob("no-such-job");
+      yield* settled(queue, 1);
+      return {
+        found,
+        unknown,
+        seen,
+        counts: yield* queue.counts(),
+        dead: yield* queue.deadLetters(),
+        stats: yield* worker.stats(),
+      };
+    });
+    expect([r.found, r.unknown]).toEqual([true, false]);
+    expect(r.seen).toEqual(["started", "cancelled", "cleanup done"]);
+    expect(r.counts).toMatchObject({ completed: 0, deadLettered: 1, active: 0, waiting: 0, delayed: 0 });
+    expect(r.dead).toHaveLength(1);
+    expect(r.dead[0]).toMatchObject({
+      id: "j-cancel",
+      reason: "rejected",
+      error: "contract/j-cancel: cancelled through the queue (operator)",
+    });
+    expect(r.stats).toMatchObject({ completed: 0, retried: 0, deadLettered: { rejected: 1 } });
   }, 30_000);
 });

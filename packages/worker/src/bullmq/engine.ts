@@ -42,9 +42,29 @@ function storedError(e: unknown): StoredAttempt["error"] {
   return { name: o.name as string | undefined, message: o.message as string | undefined, code: o.code };
 }
 
+interface Held<T> {
+  job: BullJob<StoredJob<T>>;
+  token: string;
+  consumer: BullWorker<StoredJob<T>>;
+}
+
+/**
+ * BullMQ's per-job cancellation lives in the consumer's lock manager, which only its own `run()` loop
+ * feeds; fetching by hand, the engine tracks each job there itself (bullmq 6.7, pinned).
+ */
+interface LockManager {
+  trackJob(id: string, token: string, ts: number, withController: boolean): AbortController | undefined;
+  untrackJob(id: string): void;
+}
+
+function lockManager(consumer: object): LockManager {
+  return (consumer as unknown as { lockManager: LockManager }).lockManager;
+}
+
 export class BullEngine<T> implements QueueEngine<T> {
-  // Invariant: every job this process holds active is here with the token that locks it.
-  readonly active = new Map<string, { job: BullJob<StoredJob<T>>; token: string }>();
+  // Invariant: every job this process holds active is here with the token that locks it, and is
+  // tracked by the consumer that took it (so that its `cancelJob` reaches the job's signal).
+  readonly active = new Map<string, Held<T>>();
 
   constructor(
     readonly name: string,
@@ -105,8 +125,10 @@ export class BullEngine<T> implements QueueEngine<T> {
           const job = yield* engine.next(consumer, token);
           if (consumer.closing) throw new QueueClosedError(engine.name, "take");
           if (job) {
-            engine.active.set(job.id ?? "", { job, token });
-            return engine.view(job);
+            const id = job.id ?? "";
+            engine.active.set(id, { job, token, consumer });
+            const signal = lockManager(consumer).trackJob(id, token, Date.now(), true)?.signal;
+            return engine.view(job, signal);
           }
         }
       },
@@ -135,7 +157,7 @@ export class BullEngine<T> implements QueueEngine<T> {
     }, `bullmq ${this.name}: waiting for a job`);
   }
 
-  private view(job: BullJob<StoredJob<T>>): EngineJob<T> {
+  private view(job: BullJob<StoredJob<T>>, signal: AbortSignal | undefined): EngineJob<T> {
     const d = job.data;
     return {
       id: job.id ?? "",
@@ -146,23 +168,22 @@ export class BullEngine<T> implements QueueEngine<T> {
       priority: job.opts.priority ?? 0,
       addedAt: d.addedAt,
       history: d.history as JobAttempt[],
+      ...(signal && { signal }),
     };
   }
 
-  private held(job: EngineJob<T>): { job: BullJob<StoredJob<T>>; token: string } {
+  private held(job: EngineJob<T>): Held<T> {
     const h = this.active.get(job.id);
     if (!h) throw new TypeError(`bullmq ${this.name}: job ${job.id} is not active in this process`);
     return h;
   }
 
-  private finish(
-    job: EngineJob<T>,
-    step: (h: { job: BullJob<StoredJob<T>>; token: string }) => Promise<unknown>,
-  ) {
+  private finish(job: EngineJob<T>, step: (h: Held<T>) => Promise<unknown>) {
     const h = this.held(job);
     return until(
       step(h).then(() => {
         this.active.delete(job.id);
+        lockManager(h.consumer).untrackJob(job.id);
       }),
     );
   }
@@ -241,6 +262,11 @@ export class BullEngine<T> implements QueueEngine<T> {
     return Promise.all(
       [...this.active.values()].map((h) => h.job.extendLock(h.token, durationMs).catch(() => 0)),
     );
+  }
+
+  /** BullMQ's own cancellation: aborts the signal of a job this process runs; false if none. */
+  cancelJob(id: string, reason?: string): boolean {
+    return this.consumer?.cancelJob(id, reason) ?? false;
   }
 
   /** Closes the consumer; a later worker on this queue gets a new one. */

@@ -106,6 +106,7 @@ export function useBullQueue<T>(options: {
             return base.add(data, addOptions);
           },
           obliterate: () => until(queue.obliterate({ force: true })),
+          cancelJob: (id, reason) => engine.cancelJob(id, reason),
         });
       } finally {
         yield* until(engine.closeNow().catch(() => {}));
@@ -117,7 +118,11 @@ export function useBullQueue<T>(options: {
 }
 
 /**
- * A queue on Redis: a {@link Queue} plus `obliterate()`, which removes every key of the queue (tests).
+ * A queue on Redis: a {@link Queue} plus `obliterate()`, which removes every key of the queue
+ * (tests), and `cancelJob(id, reason?)`, BullMQ's own cancellation (`Worker.cancelJob`) of a job
+ * this process is running: its Keel task gets `Cancelled`, its cleanup runs, and the job is
+ * dead-lettered as `rejected` with a `JobCancelledError` (a deliberate stop is not retried).
+ * Returns false when this process runs no such job.
  *
  * @example
  * ```ts
@@ -128,4 +133,5 @@ export function useBullQueue<T>(options: {
  */
 export interface BullQueueHandle<T> extends Queue<T> {
   obliterate(): Operation<void>;
+  cancelJob(id: string, reason?: string): boolean;
 }

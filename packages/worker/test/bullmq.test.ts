@@ -91,7 +91,8 @@ describe.skipIf(!redisUp)("the BullMQ engine (real Redis)", () => {
     expect(counts).toMatchObject({ completed: 2, deadLettered: 1, active: 0, waiting: 0, delayed: 0 });
     expect(stats).toMatchObject({ completed: 2, retried: 1, deadLettered: { rejected: 1 } });
     expect(dead).toHaveLength(1);
-    expect(dead[0]).toMatchObject({ id: "j-bad", data: "bad", reason: "rejected", error: "invalid" });
+    expect(dead[0]).toMatchObject({ id: "j-bad", data: "bad", reason: "rejected" });
+    expect(dead[0]!.error).toMatchObject({ name: "TypeError", message: "invalid" });
     expect(dead[0]!.history).toHaveLength(1);
   }, 30_000);
 
@@ -163,7 +164,11 @@ describe.skipIf(!redisUp)("the BullMQ engine (real Redis)", () => {
     expect(r.dead[0]).toMatchObject({
       id: "j-cancel",
       reason: "rejected",
-      error: "contract/j-cancel: cancelled through the queue (operator)",
+      error: {
+        name: "JobCancelledError",
+        code: "KEEL_JOB_CANCELLED",
+        message: "contract/j-cancel: cancelled through the queue (operator)",
+      },
     });
     expect(r.stats).toMatchObject({ completed: 0, retried: 0, deadLettered: { rejected: 1 } });
   }, 30_000);

@@ -15,7 +15,6 @@ import {
   type Task,
   timeout,
 } from "@keel/core";
-import type { Harness } from "@keel/testing";
 import {
   type DeadLetter,
   isJobExpiredError,
@@ -27,27 +26,40 @@ import {
   type WorkerOptions,
 } from "@keel/worker";
 import { describe, expect, it } from "vitest";
-import { engines } from "./engines.js";
+import { type EngineCase, engines, type ContractHarness as Harness } from "./engines.js";
+
+/** `@t` on a virtual clock; nothing on a real one, where instants are not reproducible. */
+function at(engine: EngineCase, t: number): string {
+  return engine.realClock ? "" : `@${t}`;
+}
 
 const unavailable = () => Object.assign(new Error("unavailable"), { status: 503 });
 
-/** Waits (polling the engine's own counts) until `n` jobs have ended completed or dead-lettered. */
-function* ended<T>(queue: Queue<T>, n: number): Generator<unknown, void, unknown> {
-  for (;;) {
-    const c = yield* queue.counts();
-    if (c.completed + c.deadLettered >= n) return;
-    yield* sleep(1);
-  }
-}
-
-function jobEvents(h: Harness, transition?: string) {
-  return h
-    .eventsOf("worker:job")
-    .filter((e) => transition === undefined || e.transition === transition)
-    .map((e) => `${e.jobId}:${e.transition}${e.reason ? `(${e.reason})` : ""}#${e.attempt}@${e.at}`);
-}
-
 for (const engine of engines) {
+  /** Waits (polling the engine's own counts) until `n` jobs have ended completed or dead-lettered. */
+  function* ended<T>(queue: Queue<T>, n: number): Generator<unknown, void, unknown> {
+    for (;;) {
+      const c = yield* queue.counts();
+      if (c.completed + c.deadLettered >= n) return;
+      yield* sleep(engine.pollMs);
+    }
+  }
+  /** A test that pins exact instants: run on a virtual clock only. */
+  const exact = engine.realClock ? it.skip : it;
+  /** Expected transitions: as written on a virtual clock, without their `@at` on a real one. */
+  function times(expected: string[]): string[] {
+    return engine.realClock ? expected.map((x) => x.replace(/@\d+$/, "")) : expected;
+  }
+  /** The job transitions as `id:transition(reason)#attempt@at`; without `@at` on a real clock. */
+  function jobEvents(h: Harness, transition?: string) {
+    return h
+      .eventsOf("worker:job")
+      .filter((e) => transition === undefined || e.transition === transition)
+      .map(
+        (e) => `${e.jobId}:${e.transition}${e.reason ? `(${e.reason})` : ""}#${e.attempt}${at(engine, e.at)}`,
+      );
+  }
+
   describe.skipIf(engine.skip !== null)(`worker contract: ${engine.name} engine`, () => {
     /** Runs `body` with a queue of `engine`, then the leak check. */
     async function withQueue<R>(
@@ -64,7 +76,7 @@ for (const engine of engines) {
     }
 
     describe("each delivery is a task named after the job, under min(job deadline, now + timeoutMs)", () => {
-      it("remaining() inside sees the nearer of the job's deadline and the timeout", async () => {
+      exact("remaining() inside sees the nearer of the job's deadline and the timeout", async () => {
         const seen: string[] = [];
         await withQueue(function* (queue) {
           yield* useWorker(
@@ -86,7 +98,7 @@ for (const engine of engines) {
         ]);
       });
 
-      it("a Keel timeout inside the handler is clamped by the delivery's deadline", async () => {
+      exact("a Keel timeout inside the handler is clamped by the delivery's deadline", async () => {
         const dead = await withQueue(function* (queue) {
           yield* useWorker(
             queue,
@@ -104,7 +116,7 @@ for (const engine of engines) {
         expect(dead[0]!.error).toMatchObject({ name: "TimeoutError", deadline: 300 });
       });
 
-      it("the task tree shows each job in flight with its attempt", async () => {
+      exact("the task tree shows each job in flight with its attempt", async () => {
         let tree = "";
         await withQueue(function* (queue, _h, root) {
           yield* useWorker(
@@ -128,7 +140,7 @@ for (const engine of engines) {
     });
 
     describe("each job ends exactly once", () => {
-      it("completed: once, with one complete event and a duration", async () => {
+      exact("completed: once, with one complete event and a duration", async () => {
         const h = engine.harness();
         const stats = await withQueue(function* (queue) {
           const worker = yield* useWorker(queue, function* handle() {
@@ -138,7 +150,7 @@ for (const engine of engines) {
           yield* ended(queue, 1);
           return yield* worker.stats();
         }, h);
-        expect(jobEvents(h)).toEqual(["a:start#1@0", "a:complete#1@40"]);
+        expect(jobEvents(h)).toEqual(times(["a:start#1@0", "a:complete#1@40"]));
         expect(stats).toMatchObject({
           completed: 1,
           retried: 0,
@@ -179,14 +191,18 @@ for (const engine of engines) {
           yield* ended(queue, 1);
           return yield* queue.deadLetters();
         }, h);
-        expect(dead[0]).toMatchObject({ id: "a", reason: "expired", at: 200 });
+        expect(dead[0]).toMatchObject({
+          id: "a",
+          reason: "expired",
+          ...(engine.realClock ? {} : { at: 200 }),
+        });
         expect(isJobExpiredError(dead[0]!.error)).toBe(true);
         expect((dead[0]!.error as Error).cause).toMatchObject({ name: "TimeoutError" });
         expect(dead[0]!.history).toHaveLength(1);
-        expect(jobEvents(h)).toEqual(["a:start#1@0", "a:dead-letter(expired)#1@200"]);
+        expect(jobEvents(h)).toEqual(times(["a:start#1@0", "a:dead-letter(expired)#1@200"]));
       });
 
-      it("exhausted: attempts spent, the attempt history kept", async () => {
+      exact("exhausted: attempts spent, the attempt history kept", async () => {
         const h = engine.harness();
         const dead = await withQueue(function* (queue) {
           yield* useWorker(
@@ -208,7 +224,7 @@ for (const engine of engines) {
           [3, 220, 230, undefined],
         ]);
         expect((dead[0]!.error as Error).message).toBe("unavailable");
-        expect(jobEvents(h, "retry")).toEqual(["a:retry(error)#1@10", "a:retry(error)#2@120"]);
+        expect(jobEvents(h, "retry")).toEqual(times(["a:retry(error)#1@10", "a:retry(error)#2@120"]));
       });
 
       it("a job's own attempts win over the worker's", async () => {
@@ -238,11 +254,13 @@ for (const engine of engines) {
           return yield* queue.deadLetters();
         });
         expect(dead[0]).toMatchObject({ id: "a", reason: "rejected" });
-        expect(dead[0]!.error).toBe(bad);
+        if (engine.realClock)
+          expect(dead[0]!.error).toMatchObject({ name: "TypeError", message: "bad payload" });
+        else expect(dead[0]!.error).toBe(bad);
         expect(dead[0]!.history).toHaveLength(1);
       });
 
-      it("retryOn decides, with the attempt and whether its own timeout cut it", async () => {
+      exact("retryOn decides, with the attempt and whether its own timeout cut it", async () => {
         const infos: string[] = [];
         await withQueue(function* (queue) {
           yield* useWorker(
@@ -292,7 +310,7 @@ for (const engine of engines) {
     });
 
     describe("retried: redelivered after backoff, never scheduled past its deadline", () => {
-      it("redelivers after the backoff, and after an error's Retry-After instead", async () => {
+      exact("redelivers after the backoff, and after an error's Retry-After instead", async () => {
         const starts: number[] = [];
         await withQueue(function* (queue) {
           yield* useWorker(
@@ -310,26 +328,29 @@ for (const engine of engines) {
         expect(starts).toEqual([0, 700, 750]);
       });
 
-      it("a retry that could only start past the job's deadline is not scheduled: exhausted at once", async () => {
-        const h = engine.harness();
-        const dead = await withQueue(function* (queue) {
-          yield* useWorker(
-            queue,
-            function* handle() {
-              yield* sleep(10);
-              throw unavailable();
-            },
-            { retry: { backoff: constant(300) } },
-          );
-          yield* queue.add("a", { id: "a", ttlMs: 250 });
-          yield* ended(queue, 1);
-          return yield* queue.deadLetters();
-        }, h);
-        expect(dead[0]).toMatchObject({ reason: "exhausted", at: 10 });
-        expect(jobEvents(h, "retry")).toEqual([]);
-      });
+      exact(
+        "a retry that could only start past the job's deadline is not scheduled: exhausted at once",
+        async () => {
+          const h = engine.harness();
+          const dead = await withQueue(function* (queue) {
+            yield* useWorker(
+              queue,
+              function* handle() {
+                yield* sleep(10);
+                throw unavailable();
+              },
+              { retry: { backoff: constant(300) } },
+            );
+            yield* queue.add("a", { id: "a", ttlMs: 250 });
+            yield* ended(queue, 1);
+            return yield* queue.deadLetters();
+          }, h);
+          expect(dead[0]).toMatchObject({ reason: "exhausted", at: 10 });
+          expect(jobEvents(h, "retry")).toEqual(times([]));
+        },
+      );
 
-      it("retry.budgetMs bounds all deliveries from the first one's start", async () => {
+      exact("retry.budgetMs bounds all deliveries from the first one's start", async () => {
         const dead = await withQueue(function* (queue) {
           yield* useWorker(
             queue,
@@ -374,27 +395,30 @@ for (const engine of engines) {
     });
 
     describe("stallMs", () => {
-      it("a delivery with no progress for stallMs is cancelled (its cleanup runs) and retried", async () => {
-        const h = engine.harness();
-        const log: string[] = [];
-        await withQueue(function* (queue) {
-          yield* useWorker(
-            queue,
-            function* handle(job) {
-              try {
-                if (job.attempt === 1) yield* suspend();
-              } finally {
-                log.push(`cleanup ${job.attempt} @${yield* nowMs()}`);
-              }
-            },
-            { stallMs: 200, retry: { backoff: constant(0) } },
-          );
-          yield* queue.add("a", { id: "a" });
-          yield* ended(queue, 1);
-        }, h);
-        expect(log).toEqual(["cleanup 1 @200", "cleanup 2 @200"]);
-        expect(jobEvents(h, "retry")).toEqual(["a:retry(stalled)#1@200"]);
-      });
+      exact(
+        "a delivery with no progress for stallMs is cancelled (its cleanup runs) and retried",
+        async () => {
+          const h = engine.harness();
+          const log: string[] = [];
+          await withQueue(function* (queue) {
+            yield* useWorker(
+              queue,
+              function* handle(job) {
+                try {
+                  if (job.attempt === 1) yield* suspend();
+                } finally {
+                  log.push(`cleanup ${job.attempt} @${yield* nowMs()}`);
+                }
+              },
+              { stallMs: 200, retry: { backoff: constant(0) } },
+            );
+            yield* queue.add("a", { id: "a" });
+            yield* ended(queue, 1);
+          }, h);
+          expect(log).toEqual(["cleanup 1 @200", "cleanup 2 @200"]);
+          expect(jobEvents(h, "retry")).toEqual(times(["a:retry(stalled)#1@200"]));
+        },
+      );
 
       it("progress is a heartbeat: a job reporting progress is not cut", async () => {
         const h = engine.harness();
@@ -412,7 +436,7 @@ for (const engine of engines) {
           yield* queue.add("a", { id: "a" });
           yield* ended(queue, 1);
         }, h);
-        expect(jobEvents(h)).toEqual(["a:start#1@0", "a:complete#1@1000"]);
+        expect(jobEvents(h)).toEqual(times(["a:start#1@0", "a:complete#1@1000"]));
       });
     });
 
@@ -450,82 +474,88 @@ for (const engine of engines) {
         return (worker as Worker | null)?.shutdownReport ?? null;
       }
 
-      it("stops taking at once, drains, cuts the rest at drainMs and releases it without spending an attempt", async () => {
-        const log: string[] = [];
-        const h = engine.harness();
-        const { report, counts, again } = await withQueue(function* (queue) {
-          const report = yield* shutdownScenario(queue, { drainMs: 1000, cleanupBudgetMs: 200 }, log);
-          const counts = yield* queue.counts();
-          // A released job comes back with the same attempt number.
-          const taken: number[] = [];
-          yield* scoped(function* again() {
-            yield* useWorker(queue, function* handle(job) {
-              taken.push(job.attempt);
+      exact(
+        "stops taking at once, drains, cuts the rest at drainMs and releases it without spending an attempt",
+        async () => {
+          const log: string[] = [];
+          const h = engine.harness();
+          const { report, counts, again } = await withQueue(function* (queue) {
+            const report = yield* shutdownScenario(queue, { drainMs: 1000, cleanupBudgetMs: 200 }, log);
+            const counts = yield* queue.counts();
+            // A released job comes back with the same attempt number.
+            const taken: number[] = [];
+            yield* scoped(function* again() {
+              yield* useWorker(queue, function* handle(job) {
+                taken.push(job.attempt);
+              });
+              yield* ended(queue, 3);
             });
-            yield* ended(queue, 3);
+            return { report, counts, again: taken };
+          }, h);
+          expect(log).toEqual([
+            "start q#1 @0",
+            "start s#1 @0",
+            "stop @10",
+            "done q @100",
+            "finally q @100",
+            "finally s @1010",
+            "stopped @1010",
+          ]);
+          expect(report).toMatchObject({
+            inFlightAtStop: 2,
+            finishedInDrain: 1,
+            released: 1,
+            closeTimedOut: false,
+            elapsedMs: 1000,
           });
-          return { report, counts, again: taken };
-        }, h);
-        expect(log).toEqual([
-          "start q#1 @0",
-          "start s#1 @0",
-          "stop @10",
-          "done q @100",
-          "finally q @100",
-          "finally s @1010",
-          "stopped @1010",
-        ]);
-        expect(report).toMatchObject({
-          inFlightAtStop: 2,
-          finishedInDrain: 1,
-          released: 1,
-          closeTimedOut: false,
-          elapsedMs: 1000,
-        });
-        expect(report!.cutTree).toMatch(/\/s#\d+/);
-        expect(report!.cutTree).toMatch(/\/s attempt 1\/5#\d+ running/);
-        expect(counts).toMatchObject({ waiting: 2, active: 0, completed: 1, deadLettered: 0 });
-        expect(again.sort()).toEqual([1, 1]);
-        expect(
-          h
-            .eventsOf("worker:shutdown")
-            .slice(0, 4)
-            .map((e) => `${e.phase}@${e.at} ${e.inFlight}/${e.released}`),
-        ).toEqual(["stop@10 2/0", "drained@1010 1/0", "cut@1010 0/1", "closed@1010 0/1"]);
-        expect(jobEvents(h, "release")).toEqual(["s:release#1@1010"]);
-      });
+          expect(report!.cutTree).toMatch(/\/s#\d+/);
+          expect(report!.cutTree).toMatch(/\/s attempt 1\/5#\d+ running/);
+          expect(counts).toMatchObject({ waiting: 2, active: 0, completed: 1, deadLettered: 0 });
+          expect(again.sort()).toEqual([1, 1]);
+          expect(
+            h
+              .eventsOf("worker:shutdown")
+              .slice(0, 4)
+              .map((e) => `${e.phase}@${e.at} ${e.inFlight}/${e.released}`),
+          ).toEqual(["stop@10 2/0", "drained@1010 1/0", "cut@1010 0/1", "closed@1010 0/1"]);
+          expect(jobEvents(h, "release")).toEqual(times(["s:release#1@1010"]));
+        },
+      );
 
-      it("ends within drainMs + cleanup budget + close cap, even when a cut job's cleanup hangs and close hangs", async () => {
-        const log: string[] = [];
-        const h = engine.harness();
-        const report = await withQueue(function* (queue) {
-          const hanging: Queue<string> = { ...queue, engine: hangingClose(queue.engine) };
-          let worker: Worker | null = null;
-          const service = yield* spawn(function* service() {
-            worker = yield* useWorker(
-              hanging,
-              function* handle() {
-                try {
-                  yield* suspend();
-                } finally {
-                  yield* suspend(); // a cleanup that never ends: cut by the cleanup budget
-                }
-              },
-              { drainMs: 500, cleanupBudgetMs: 300, closeCapMs: 200 },
-            );
-            yield* suspend();
-          });
-          yield* queue.add("x", { id: "h" });
-          yield* sleep(5);
-          log.push(`stop @${yield* nowMs()}`);
-          yield* service.cancel();
-          log.push(`stopped @${yield* nowMs()}`);
-          return (worker as Worker | null)?.shutdownReport ?? null;
-        }, h);
-        expect(log).toEqual(["stop @5", "stopped @1005"]);
-        expect(report).toMatchObject({ released: 1, closeTimedOut: true, elapsedMs: 1000 });
-        expect(h.eventsOf("worker:shutdown").at(-1)?.phase).toBe("close-timeout");
-      });
+      exact(
+        "ends within drainMs + cleanup budget + close cap, even when a cut job's cleanup hangs and close hangs",
+        async () => {
+          const log: string[] = [];
+          const h = engine.harness();
+          const report = await withQueue(function* (queue) {
+            const hanging: Queue<string> = { ...queue, engine: hangingClose(queue.engine) };
+            let worker: Worker | null = null;
+            const service = yield* spawn(function* service() {
+              worker = yield* useWorker(
+                hanging,
+                function* handle() {
+                  try {
+                    yield* suspend();
+                  } finally {
+                    yield* suspend(); // a cleanup that never ends: cut by the cleanup budget
+                  }
+                },
+                { drainMs: 500, cleanupBudgetMs: 300, closeCapMs: 200 },
+              );
+              yield* suspend();
+            });
+            yield* queue.add("x", { id: "h" });
+            yield* sleep(5);
+            log.push(`stop @${yield* nowMs()}`);
+            yield* service.cancel();
+            log.push(`stopped @${yield* nowMs()}`);
+            return (worker as Worker | null)?.shutdownReport ?? null;
+          }, h);
+          expect(log).toEqual(["stop @5", "stopped @1005"]);
+          expect(report).toMatchObject({ released: 1, closeTimedOut: true, elapsedMs: 1000 });
+          expect(h.eventsOf("worker:shutdown").at(-1)?.phase).toBe("close-timeout");
+        },
+      );
 
       it("a job taken but not yet started when the shutdown begins is released, never run", async () => {
         const ran: string[] = [];
@@ -548,7 +578,7 @@ for (const engine of engines) {
     });
 
     describe("stats and events", () => {
-      it("stats count every outcome, and every transition is an event", async () => {
+      exact("stats count every outcome, and every transition is an event", async () => {
         const h = engine.harness();
         const stats = await withQueue(function* (queue) {
           const worker = yield* useWorker(
@@ -606,13 +636,14 @@ for (const engine of engines) {
           r.push(yield* queue.add("c", { id: "x" })); // active now
           yield* ended(queue, 1);
           r.push(yield* queue.add("d", { id: "x" }));
-          yield* ended(queue, 2);
+          // BullMQ keeps one record per id: the ended job's record gives way to the new job.
+          yield* ended(queue, engine.name === "bullmq" ? 1 : 2);
           return r.map((x) => `${x.id}:${x.added}`);
         });
         expect(results).toEqual(["x:true", "x:false", "x:false", "x:true"]);
       });
 
-      it("runs jobs by priority (lower first), then in order, and not before their delay", async () => {
+      exact("runs jobs by priority (lower first), then in order, and not before their delay", async () => {
         const order: string[] = [];
         await withQueue(function* (queue) {
           yield* queue.add("p2", { priority: 2 });

@@ -31,15 +31,36 @@ export interface StoredJob<T> {
   /** Tells this `add` from an earlier one with the same id. */
   nonce: string;
   deadReason?: DeadLetterReason;
+  deadError?: StoredError;
 }
 
-type StoredAttempt = Omit<JobAttempt, "error"> & {
-  error: { name?: string; message?: string; code?: unknown };
-};
+/** An error as JSON can hold it: what identifies it (name, message, code), with its cause. */
+interface StoredError {
+  name?: string;
+  message?: string;
+  code?: unknown;
+  cause?: StoredError;
+}
 
-function storedError(e: unknown): StoredAttempt["error"] {
+type StoredAttempt = Omit<JobAttempt, "error"> & { error: StoredError };
+
+function storedError(e: unknown, depth = 0): StoredError {
   const o = (typeof e === "object" && e !== null ? e : { message: String(e) }) as Record<string, unknown>;
-  return { name: o.name as string | undefined, message: o.message as string | undefined, code: o.code };
+  const stored: StoredError = {
+    name: o.name as string | undefined,
+    message: o.message as string | undefined,
+    code: o.code,
+  };
+  if (o.cause !== undefined && depth < 3) stored.cause = storedError(o.cause, depth + 1);
+  return stored;
+}
+
+/** An `Error` with the stored name, message, code and cause (so `isJobExpiredError` and the like hold). */
+function revive(s: StoredError): Error {
+  const e = new Error(s.message ?? "", s.cause ? { cause: revive(s.cause) } : undefined);
+  if (s.name !== undefined) e.name = s.name;
+  if (s.code !== undefined) Object.assign(e, { code: s.code });
+  return e;
 }
 
 interface Held<T> {
@@ -99,6 +120,12 @@ export class BullEngine<T> implements QueueEngine<T> {
     };
     return until(
       (async () => {
+        if (o.id !== undefined) {
+          // BullMQ keeps ended jobs under their id; an ended job's id may be added again.
+          const old = await this.queue.getJob(o.id);
+          const state = old ? await old.getState() : null;
+          if (old && (state === "completed" || state === "failed")) await old.remove();
+        }
         const job = await this.queue.add("job", stored, {
           jobId: o.id,
           delay: o.delayMs,
@@ -213,7 +240,8 @@ export class BullEngine<T> implements QueueEngine<T> {
   ) {
     return this.finish(job, async (h) => {
       const history = letter.history.map((a) => ({ ...a, error: storedError(a.error) }));
-      await h.job.updateData({ ...h.job.data, deadReason: letter.reason, history });
+      const deadError = storedError(letter.error);
+      await h.job.updateData({ ...h.job.data, deadReason: letter.reason, deadError, history });
       const e = letter.error instanceof Error ? letter.error : new Error(String(letter.error));
       await h.job.moveToFailed(e, h.token, false);
     });
@@ -249,7 +277,7 @@ export class BullEngine<T> implements QueueEngine<T> {
           id: j.id ?? "",
           data: j.data.payload,
           reason: j.data.deadReason ?? "rejected",
-          error: j.failedReason,
+          error: j.data.deadError ? revive(j.data.deadError) : j.failedReason,
           history: j.data.history as JobAttempt[],
           at: j.finishedOn ?? 0,
         })),

@@ -1,0 +1,61 @@
+/**
+ * One sample of the BullMQ worker benchmark: `kind` (keel | plain) runs `jobs` no-op jobs with
+ * `concurrency` on the Redis at 127.0.0.1:6379 (its own prefix, its keys removed), and prints one
+ * JSON line. `keel` is `useWorker` over `useBullQueue`; `plain` is a BullMQ `Worker` with a no-op
+ * processor. Only the run is timed (from the worker's start to the last completion).
+ * @module
+ */
+import { run, sleep } from "@keel/core";
+import { useWorker } from "@keel/worker";
+import { useBullQueue } from "@keel/worker/bullmq";
+import { Queue, Worker } from "bullmq";
+
+const [kind, jobsArg, concurrencyArg] = process.argv.slice(2);
+const jobs = Number(jobsArg);
+const concurrency = Number(concurrencyArg);
+const connection = { host: "127.0.0.1", port: 6379, maxRetriesPerRequest: null };
+const prefix = `keel-bench-${process.pid}`;
+
+function* noop() {}
+
+async function plain(): Promise<number> {
+  const queue = new Queue("bench", { connection, prefix });
+  try {
+    for (let i = 0; i < jobs; i += 1000)
+      await queue.addBulk(
+        Array.from({ length: Math.min(1000, jobs - i) }, (_, k) => ({ name: "job", data: i + k })),
+      );
+    const worker = new Worker("bench", async () => {}, { connection, prefix, concurrency, autorun: false });
+    let done = 0;
+    const t1 = performance.now();
+    const finished = new Promise<number>((resolve) => {
+      worker.on("completed", () => {
+        if (++done === jobs) resolve(performance.now() - t1);
+      });
+    });
+    void worker.run();
+    const runMs = await finished;
+    await worker.close();
+    return runMs;
+  } finally {
+    await queue.obliterate({ force: true });
+    await queue.close();
+  }
+}
+
+const runMs =
+  kind === "plain"
+    ? await plain()
+    : await run(function* keel() {
+        const queue = yield* useBullQueue<number>({ name: "bench", connection, prefix });
+        try {
+          for (let i = 0; i < jobs; i++) yield* queue.add(i);
+          const t1 = performance.now();
+          yield* useWorker(queue, noop, { concurrency });
+          while ((yield* queue.counts()).completed < jobs) yield* sleep(5);
+          return performance.now() - t1;
+        } finally {
+          yield* queue.obliterate();
+        }
+      });
+console.log(JSON.stringify({ runMs }));

@@ -2,13 +2,15 @@
  * `npm run demo`: a worker on the embedded queue runs about 2,000 jobs, each calling a flaky HTTP
  * API (the fault server: slow answers, 503 with Retry-After, resets, hangs, invalid orders). A live
  * progress line while it runs, a summary at the end; Ctrl-C shuts it down within its budget and
- * prints what was released. `--jobs N` (or `KEEL_DEMO_JOBS`) changes the count.
+ * prints what was released. `--jobs N` (or `KEEL_DEMO_JOBS`) changes the count. `--bullmq` runs the
+ * same worker on BullMQ, on the Redis at 127.0.0.1:6379 (its own prefix, its keys removed at the end).
  * @module
  */
 import { exponential, main, now, sleep, spawn } from "@keel/core";
 import { createHttpClient } from "@keel/core/http";
 import { createFaultServer } from "@keel/testing";
-import { createMemoryQueue, useWorker } from "@keel/worker";
+import { createMemoryQueue, type Queue, useWorker } from "@keel/worker";
+import { useBullQueue } from "@keel/worker/bullmq";
 import { routeFor, routes } from "./worker/flaky-api.js";
 import { progressLine, shutdownLines, summary } from "./worker/progress.js";
 
@@ -18,12 +20,23 @@ const tty = process.stdout.isTTY === true;
 const drainMs = 2000;
 const cleanupBudgetMs = 1000;
 const closeCapMs = 1000;
+const bullmq = process.argv.includes("--bullmq");
+
+type Order = { order: number };
 
 await main(
   function* demo() {
     const api = yield* createFaultServer(routes, { connectHang: false });
     const client = yield* createHttpClient({ baseUrl: api.url, retry: false, connections: 64 });
-    const queue = yield* createMemoryQueue<{ order: number }>({ name: "orders" });
+    // With --bullmq: BullMQ on the local Redis, on its own prefix, emptied when the demo ends.
+    const bull = bullmq
+      ? yield* useBullQueue<Order>({
+          name: "orders",
+          connection: { host: "127.0.0.1", port: 6379 },
+          prefix: `keel-demo-${process.pid}`,
+        })
+      : null;
+    const queue: Queue<Order> = bull ?? (yield* createMemoryQueue<Order>({ name: "orders" }));
     const worker = yield* useWorker(
       queue,
       function* syncOrder(job) {
@@ -41,7 +54,10 @@ await main(
         },
       },
     );
-    console.log(`Keel worker demo: ${jobs} jobs against a flaky API at ${api.url} (Ctrl-C to stop)`);
+    const engine = bullmq ? "BullMQ on 127.0.0.1:6379" : "the embedded queue";
+    console.log(
+      `Keel worker demo (${engine}): ${jobs} jobs against a flaky API at ${api.url} (Ctrl-C to stop)`,
+    );
     const startedAt = yield* now();
     for (let i = 1; i <= jobs; i++)
       yield* queue.add({ order: i }, { id: `order-${i}`, ttlMs: i % 100 === 0 ? 300 : 30_000 });
@@ -66,6 +82,7 @@ await main(
       if (tty) process.stdout.write("\n");
       console.log(progressLine(stats, elapsedMs));
       for (const line of summary(stats, elapsedMs, yield* queue.deadLetters())) console.log(line);
+      if (bull) yield* bull.obliterate();
     }
   },
   { shutdownBudgetMs: drainMs + cleanupBudgetMs + closeCapMs + 2000 },

@@ -113,7 +113,6 @@ describe("every public entry point checks its input with the same typed errors",
       [() => core.createSemaphore(2, { name: 5 as never }), /^createSemaphore\(permits, \{ name \}\)/],
     ],
     exponential: [[() => core.exponential(5 as never), /^exponential\(/]],
-    emitEvent: [[() => core.emitEvent({ type: "task:start" } as never), /^emitEvent\(event\)/]],
     feed: [
       [() => core.feed(5 as never, []), /^feed\(channel\)/],
       [() => core.feed(core.createChannel({ capacity: 1 }), 5 as never), /^feed\(channel, items\)/],

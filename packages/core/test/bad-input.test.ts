@@ -212,6 +212,9 @@ describe("every public entry point checks its input with the same typed errors",
       ],
       [() => http.createHttpClient({ baseUrl: 5 as never }), /^createHttpClient\(\{ baseUrl \}\)/],
       [() => http.createHttpClient({ connections: 0 }), /^createHttpClient\(\{ connections \}\)/],
+      [() => http.createHttpClient({ maxResponseBytes: -1 }), /^createHttpClient\(\{ maxResponseBytes \}\)/],
+      [() => http.createHttpClient({ dispatcher: {} as never }), /^createHttpClient\(\{ dispatcher \}\)/],
+      [() => http.createHttpClient({ around: 5 as never }), /^createHttpClient\(\{ around \}\)/],
     ],
   };
   /** Exported functions that no input can get wrong, with the reason. */

@@ -1,7 +1,7 @@
 /**
  * `@keel/worker/bullmq`: the BullMQ 6 engine, for jobs that survive a restart and are shared by
  * worker processes on several machines. `bullmq` and a Redis client (`ioredis`) are optional peers.
- * @module
+ * @module @keel/worker/bullmq
  */
 import { type Operation, resource, sleep, spawn, until, useClock } from "@keel/core";
 import { Queue as BullQueue, Worker as BullWorker, type ConnectionOptions } from "bullmq";

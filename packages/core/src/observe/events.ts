@@ -10,6 +10,8 @@ interface Base {
   readonly taskId: number;
   /** The task's path from its root: `main#1/handler#4`. */
   readonly path: string;
+  /** The id of the task's root (the `run` or `main` task): tells concurrent runs apart. */
+  readonly rootId: number;
 }
 
 /**
@@ -122,6 +124,31 @@ export type KeelEvent =
       readonly from: string;
       readonly to: string;
     })
+  // Queues of the resilience layer: emitted only on the waiting path (a semaphore or limiter that
+  // grants at once reports nothing), and a channel's depth after each send and receive.
+  | (Base & { readonly type: "semaphore:wait"; readonly name: string; readonly waiting: number })
+  | (Base & {
+      readonly type: "semaphore:acquire";
+      readonly name: string;
+      readonly waitedMs: number;
+      readonly waiting: number;
+    })
+  | (Base & { readonly type: "limiter:wait"; readonly name: string; readonly waiting: number })
+  | (Base & {
+      readonly type: "limiter:acquire";
+      readonly name: string;
+      readonly waitedMs: number;
+      readonly waiting: number;
+    })
+  | (Base & {
+      readonly type: "channel:depth";
+      readonly name: string;
+      readonly op: "send" | "receive";
+      readonly size: number;
+      readonly capacity: number;
+      readonly senders: number;
+      readonly receivers: number;
+    })
   // @keel/worker (emitted through `emitEvent`): one event per job transition, and the shutdown's steps.
   | (Base & {
       readonly type: "worker:job";
@@ -170,7 +197,43 @@ export const warningEvents: ReadonlySet<KeelEventType> = new Set([
   "retry:unreachable",
 ]);
 
-/** The fields an emitter supplies; the task adds `at`, `taskId` and `path`. */
+/**
+ * The `node:diagnostics_channel` channel each event family is also published on, by the family
+ * (the `type` before its colon). A channel's message is the event itself, the same object `onEvent`
+ * receives; nothing is built for a channel nobody subscribes to.
+ *
+ * @example
+ * ```ts
+ * import { subscribe, unsubscribe } from "node:diagnostics_channel";
+ * import { KEEL_CHANNELS, type KeelEvent, run, sleep } from "@keel/core";
+ * const starts: string[] = [];
+ * const onTask = (message: unknown) => {
+ *   const e = message as KeelEvent;
+ *   if (e.type === "task:start") starts.push(e.path.replace(/#\d+/g, ""));
+ * };
+ * subscribe(KEEL_CHANNELS.task, onTask);
+ * await run(function* job() { yield* sleep(1); });
+ * unsubscribe(KEEL_CHANNELS.task, onTask);
+ * console.log(KEEL_CHANNELS.task, starts); // keel:task ["job"]
+ * ```
+ */
+export const KEEL_CHANNELS = {
+  task: "keel:task",
+  cancel: "keel:cancel",
+  timeout: "keel:timeout",
+  cleanup: "keel:cleanup",
+  shield: "keel:shield",
+  error: "keel:error",
+  retry: "keel:retry",
+  http: "keel:http",
+  breaker: "keel:breaker",
+  semaphore: "keel:semaphore",
+  limiter: "keel:limiter",
+  channel: "keel:channel",
+  worker: "keel:worker",
+} as const;
+
+/** The fields an emitter supplies; the task adds `at`, `taskId`, `path` and `rootId`. */
 export type KeelEventInput = KeelEvent extends infer E
   ? E extends KeelEvent
     ? Omit<E, keyof Base>

@@ -155,6 +155,58 @@ describe("events on node:diagnostics_channel", () => {
     }
   });
 
+  it("lets an http:request subscriber add a header to that attempt only, while it is delivered", async () => {
+    const received: (string | undefined)[] = [];
+    const server = createServer((req, res) => {
+      received.push(req.headers["x-trace"] as string | undefined);
+      res.end("ok");
+    }).listen(0, "127.0.0.1");
+    await new Promise((r) => server.once("listening", r));
+    const { port } = server.address() as { port: number };
+    let n = 0;
+    let late: ((name: string, value: string) => void) | null = null;
+    const fn = (m: unknown) => {
+      const e = m as KeelEvent;
+      if (e.type !== "http:request") return;
+      e.setHeader("X-Trace", `t${++n}`);
+      late = e.setHeader;
+    };
+    subscribe(KEEL_CHANNELS.http, fn);
+    try {
+      await run(function* () {
+        const client = yield* createHttpClient({ baseUrl: `http://127.0.0.1:${port}`, headers: { a: "b" } });
+        yield* (yield* client.get("/1")).text();
+        yield* (yield* client.get("/2")).text();
+      });
+    } finally {
+      unsubscribe(KEEL_CHANNELS.http, fn);
+      server.close();
+    }
+    expect(received).toEqual(["t1", "t2"]);
+    expect(() => late!("x-late", "1")).toThrow(/only while the event is delivered/);
+    expect(() => late!(1 as never, "1")).toThrow(TypeError);
+  });
+
+  it("reports an attempt that fails before its response as http:error", async () => {
+    const probe = createServer().listen(0, "127.0.0.1");
+    await new Promise((r) => probe.once("listening", r));
+    const { port } = probe.address() as { port: number };
+    await new Promise((r) => probe.close(r));
+    const got: KeelEvent[] = [];
+    const fn = (m: unknown) => got.push(m as KeelEvent);
+    subscribe(KEEL_CHANNELS.http, fn);
+    try {
+      const failed = await run(function* () {
+        const client = yield* createHttpClient({ baseUrl: `http://127.0.0.1:${port}`, retry: false });
+        yield* client.get("/");
+      }).catch((e: unknown) => e);
+      expect(got.map((e) => e.type)).toEqual(["http:request", "http:error"]);
+      expect(got[1]).toMatchObject({ type: "http:error", error: failed });
+    } finally {
+      unsubscribe(KEEL_CHANNELS.http, fn);
+    }
+  });
+
   it("builds no event while nothing subscribes, and stops after unsubscribe", async () => {
     vi.spyOn(console, "warn").mockImplementation(() => {});
     const clock = createVirtualClock();

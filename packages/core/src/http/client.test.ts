@@ -523,12 +523,15 @@ describe("createHttpClient: a request in the task tree and the event stream", ()
       "http:request@0",
       "http:connect@0",
       "http:timeout headers 300@300",
+      "http:error@300",
       "retry:attempt 1@300",
       "http:request@300",
       "http:connect@300",
       "http:headers 503@300",
       // The 503's (empty) body was read for the error's excerpt.
       "http:body@300",
+      // The attempt ends in its HttpError: no response handed over.
+      "http:error@300",
       "retry:sleep 100@300",
       "retry:attempt 2@400",
       "http:request@400",

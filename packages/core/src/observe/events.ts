@@ -90,7 +90,24 @@ export type KeelEvent =
       readonly attempts: number;
       readonly message: string;
     })
-  | (Base & { readonly type: "http:request"; readonly method: string; readonly url: string })
+  | (Base & {
+      readonly type: "http:request";
+      readonly method: string;
+      readonly url: string;
+      /**
+       * Adds a header to this attempt (`traceparent`); callable only while the event is delivered,
+       * which is before the request is sent (as undici's `undici:request:create` `addHeader`).
+       */
+      readonly setHeader: (name: string, value: string) => void;
+    })
+  | (Base & {
+      readonly type: "http:error";
+      readonly method: string;
+      readonly url: string;
+      /** Why the attempt ended before a response was handed over: an `HttpError`, a timeout, a refused connection, a `Cancelled`. */
+      readonly error: unknown;
+      readonly elapsedMs: number;
+    })
   | (Base & {
       readonly type: "http:connect";
       readonly method: string;

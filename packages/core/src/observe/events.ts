@@ -68,7 +68,14 @@ export type KeelEvent =
       readonly context: string;
     })
   | (Base & { readonly type: "cancel:replaced"; readonly error: unknown; readonly reason: CancelReason })
-  | (Base & { readonly type: "retry:attempt"; readonly attempt: number; readonly label: string })
+  | (Base & {
+      readonly type: "retry:attempt";
+      readonly attempt: number;
+      /** The most attempts the policy allows (N in "attempt k of N"). */
+      readonly attempts: number;
+      readonly label: string;
+    })
+  | (Base & { readonly type: "retry:success"; readonly attempt: number; readonly label: string })
   | (Base & {
       readonly type: "retry:sleep";
       readonly attempt: number;

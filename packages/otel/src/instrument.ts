@@ -59,14 +59,15 @@ const VERSION = "0.1.0";
  * ```ts
  * import { run, sleep } from "@keel/core";
  * import { instrument } from "@keel/otel";
+ * import { createVirtualClock } from "@keel/testing";
  * import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
  * const exporter = new InMemorySpanExporter();
  * const stop = instrument({
  *   tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }),
  * });
  * await run(function* checkout() {
- *   yield* sleep(1);
- * });
+ *   yield* sleep(10);
+ * }, { clock: createVirtualClock() });
  * stop();
  * console.log(exporter.getFinishedSpans().map((s) => s.name)); // ["checkout"]
  * ```

@@ -2,7 +2,7 @@
  * Resources outlive the tasks of their scope (semantics §2): when a scope exits, its task children
  * are cancelled and awaited first; only then are its resources torn down, newest first, each
  * bounded by the cleanup budget. Cases from issue 10, item 1, with the real HTTP client and the
- * real fault server where the issue had them.
+ * real fault server where the issue had them, and a property over random layouts of tasks and resources.
  */
 import {
   isCancelled,
@@ -19,6 +19,7 @@ import {
 } from "@keel/core";
 import { createHttpClient } from "@keel/core/http";
 import { createFaultServer, createHarness, type FaultServer, type Harness } from "@keel/testing";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 
 /** A resource that logs its teardown and refuses use once closed. */
@@ -314,5 +315,87 @@ describe("the HTTP client is a resource: handlers' cleanup requests reach the se
     expect(h.eventsOf("error:suppressed")).toEqual([]);
     await stop();
     await h.expectClean();
+  });
+});
+
+describe("property: whatever the layout, tasks finish before any resource closes, and resources close newest first", () => {
+  const steps = fc.array(
+    fc.oneof(
+      fc.record({ kind: fc.constant("resource" as const), closeMs: fc.integer({ min: 0, max: 20 }) }),
+      fc.record({ kind: fc.constant("task" as const), cleanupMs: fc.integer({ min: 0, max: 30 }) }),
+    ),
+    { minLength: 1, maxLength: 8 },
+  );
+
+  it("holds for a task's root and for a scoped group, ended by a return or a cancel", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        steps,
+        fc.boolean(),
+        fc.option(fc.integer({ min: 0, max: 40 }), { nil: null }),
+        async (layout, inScoped, cancelAt) => {
+          const h = createHarness();
+          const order: string[] = [];
+          const body = function* body(): Operation<void> {
+            let last: Conn | undefined;
+            for (const [i, step] of layout.entries()) {
+              if (step.kind === "resource") {
+                const uses = last;
+                last = yield* resource<Conn>(
+                  function* (provide) {
+                    let open = true;
+                    try {
+                      yield* provide({
+                        name: `r${i}`,
+                        get open() {
+                          return open;
+                        },
+                        use(what) {
+                          if (!open) throw new Error(`r${i} used after close (${what})`);
+                        },
+                      });
+                    } finally {
+                      order.push(`close r${i}`);
+                      uses?.use(`r${i}.close`);
+                      yield* sleep(step.closeMs);
+                      open = false;
+                    }
+                  },
+                  { name: `r${i}` },
+                );
+              } else {
+                const used = last;
+                yield* spawn(function* worker() {
+                  try {
+                    yield* sleep(1000);
+                  } finally {
+                    yield* sleep(step.cleanupMs);
+                    used?.use(`t${i}.finally`);
+                    order.push(`task t${i} done`);
+                  }
+                });
+              }
+              yield* sleep(1);
+            }
+            yield* sleep(20);
+          };
+          const t = h.run(inScoped ? () => scoped(body) : body);
+          if (cancelAt !== null) h.clock.schedule(cancelAt, () => t.cancel());
+          await t.then(
+            () => {},
+            (e: unknown) => {
+              if (!(e instanceof TaskCancelledError)) throw e;
+            },
+          );
+          const firstClose = order.findIndex((x) => x.startsWith("close"));
+          const lastTask = order.findLastIndex((x) => x.startsWith("task"));
+          if (firstClose >= 0 && lastTask >= 0) expect(lastTask).toBeLessThan(firstClose);
+          const closes = order.filter((x) => x.startsWith("close")).map((x) => Number(x.slice(7)));
+          expect(closes).toEqual([...closes].sort((a, b) => b - a));
+          await h.expectClean();
+        },
+      ),
+      { numRuns: 150 },
+    );
   });
 });

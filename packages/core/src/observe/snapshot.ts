@@ -103,6 +103,9 @@ export function snapshot(task: Task<unknown>): TaskSnapshot {
  * ```
  */
 export function formatTaskTree(s: TaskSnapshot, indent = ""): string {
+  if (typeof s !== "object" || s === null || !Array.isArray(s.children))
+    throw invalidType("formatTaskTree(snapshot)", "a TaskSnapshot (from snapshot(task))", s);
+  if (typeof indent !== "string") throw invalidType("formatTaskTree(snapshot, indent)", "a string", indent);
   const parts = [`${indent}${s.name}#${s.id} ${s.state} ${formatMs(s.ageMs)}`];
   if (s.deadlineLeftMs !== Infinity) parts.push(`deadline in ${formatMs(s.deadlineLeftMs)}`);
   if (s.waitingOn)

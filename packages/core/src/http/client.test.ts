@@ -538,6 +538,7 @@ describe("createHttpClient: a request in the task tree and the event stream", ()
       "http:connect@400",
       "http:headers 200@400",
       "http:body@400",
+      "retry:success@400",
     ]);
     // The phase limit reports what its timeout scope would (semantics §9), owned by that phase.
     const fired = h.eventsOf("timeout:fire");

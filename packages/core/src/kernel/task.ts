@@ -209,6 +209,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.startedAt = stampNow(clock);
     this.rootDeadline = init.deadline;
     this.rootContexts = init.contexts;
+    if (init.parent === null) this.runtime.rootId = this.id;
     // Task starts and settles are the hot path: build their events only for a listener.
     if (this.runtime.listening)
       this.emit({ type: "task:start", name: this.name, parentId: this.parent?.id ?? null });
@@ -747,7 +748,13 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   emit(event: KeelEventInput): void {
     if (!this.runtime.listening && !warningEvents.has(event.type)) return;
-    this.runtime.emit({ ...event, at: this.clock.now(), taskId: this.id, path: this.path } as KeelEvent);
+    this.runtime.emit({
+      ...event,
+      at: this.clock.now(),
+      taskId: this.id,
+      path: this.path,
+      rootId: this.runtime.rootId,
+    } as KeelEvent);
   }
 
   /** Every live child, across the task's frames (for snapshots and leak checks). */

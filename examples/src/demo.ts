@@ -54,10 +54,8 @@ await main(
         },
       },
     );
-    const engine = bullmq ? "BullMQ on 127.0.0.1:6379" : "the embedded queue";
-    console.log(
-      `Keel worker demo (${engine}): ${jobs} jobs against a flaky API at ${api.url} (Ctrl-C to stop)`,
-    );
+    const engine = bullmq ? " (BullMQ on 127.0.0.1:6379)" : "";
+    console.log(`Keel worker demo${engine}: ${jobs} jobs against a flaky API at ${api.url} (Ctrl-C to stop)`);
     const startedAt = yield* now();
     for (let i = 1; i <= jobs; i++)
       yield* queue.add({ order: i }, { id: `order-${i}`, ttlMs: i % 100 === 0 ? 300 : 30_000 });

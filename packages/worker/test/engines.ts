@@ -42,23 +42,19 @@ export const memoryEngine: EngineCase = {
   open: <T>(name: string, options: { capacity?: number } = {}) => createMemoryQueue<T>({ name, ...options }),
 };
 
-/** The real clock, recording events and live tasks for the leak check (no timers to count). */
+/** The real clock, recording events; the leak check counts tasks started and never settled. */
 function realClockHarness(): ContractHarness {
   const events: KeelEvent[] = [];
-  const live = new Set<number>();
-  const onEvent = (e: KeelEvent) => {
-    events.push(e);
-    if (e.type === "task:start") live.add(e.taskId);
-    else if (e.type === "task:settle") live.delete(e.taskId);
-  };
+  const eventsOf = <T extends KeelEventType>(type: T) =>
+    events.filter((e) => e.type === type) as Extract<KeelEvent, { type: T }>[];
   return {
     events,
-    eventsOf: <T extends KeelEventType>(type: T) =>
-      events.filter((e) => e.type === type) as Extract<KeelEvent, { type: T }>[],
-    run: ((op, options) => run(op, { ...options, onEvent })) as typeof run,
+    eventsOf,
+    run: ((op, options) => run(op, { ...options, onEvent: (e) => events.push(e) })) as typeof run,
     async expectClean() {
       await new Promise((resolve) => setImmediate(resolve));
-      if (live.size > 0) throw new Error(`leak check failed: ${live.size} live task(s)`);
+      const unsettled = eventsOf("task:start").length - eventsOf("task:settle").length;
+      if (unsettled > 0) throw new Error(`leak check failed: ${unsettled} live task(s)`);
     },
   };
 }

@@ -27,7 +27,8 @@ export type { Clock } from "./kernel/clock.js";
 export type { Context } from "./kernel/context.js";
 export { createContext } from "./kernel/context.js";
 export { action, call, until, useAbortSignal } from "./kernel/interop.js";
-export type { Future, Op, Operation, OpValue } from "./kernel/operation.js";
+// Observability (logs, diagnosis): issue 13.
+export type { Future, Op, Operation, OpValue, WaitDetail } from "./kernel/operation.js";
 export { race } from "./kernel/race.js";
 export type { RandomSource } from "./kernel/random.js";
 export { random, withRandom } from "./kernel/random.js";

@@ -35,6 +35,7 @@ import {
   type Suspension,
   SuspensionClass,
   suspensionClass,
+  type WaitDetail,
   type Waiter,
 } from "./operation.js";
 import { notAnInstruction, type Runtime } from "./runtime.js";
@@ -253,9 +254,17 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   /** What the task waits on now, or null while it runs or waits for its children. */
-  get waitingOn(): { description: string; since: number } | null {
+  get waitingOn(): { description: string; since: number; suspension: Suspension } | null {
     const c = this.current;
-    return c ? { description: c.s.description, since: c.since } : null;
+    return c ? { description: c.s.description, since: c.since, suspension: c.s } : null;
+  }
+
+  /** When the first cancellation was delivered and its unwinding's cut, while one is in progress. */
+  get unwindingSince(): { at: number; cleanupDeadline: number; reason: CancelReason } | null {
+    const u = this.unwinding[0];
+    return u && !this.final
+      ? { at: u.at, cleanupDeadline: u.cleanupDeadline, reason: u.cancelled.reason }
+      : null;
   }
 
   protected get listening(): boolean {
@@ -836,6 +845,9 @@ class JoinIterator<T> extends SuspensionClass<T> implements Iterator<unknown, T,
   }
   get description(): string {
     return `join ${this.task.name}#${this.task.id}`;
+  }
+  waitDetail(): WaitDetail {
+    return { kind: "join", taskId: this.task.id, name: this.task.name };
   }
   enterWith(waiter: Waiter<T>): () => void {
     return this.task.onSettled(() => waiter.resolve(this.task.joinOutcome()));

@@ -143,6 +143,9 @@ describe("snapshot: what each task waits on, as data", () => {
     expect(formatTaskTree(s)).toMatch(
       /worker#\d+ cancelling 1\.3s, deadline in 3\.8s, waiting on sleep\(60000\) for 1\.2s, wakes in 58\.8s, unwinding for 1\.2s \(cancel: draining\), cut in 3\.8s/,
     );
-    await root.cancel();
+    const stopped = root.cancel();
+    await turn();
+    clock.advance(5000);
+    await stopped;
   });
 });

@@ -40,6 +40,14 @@ export type { Task, TaskState } from "./kernel/task.js";
 // Emitting into the event stream from packages built on Keel (@keel/worker).
 export { emitEvent, type PackageEventInput } from "./observe/emit.js";
 export type { KeelEvent, KeelEventType } from "./observe/events.js";
+export {
+  type KeelLogger,
+  type LogEvents,
+  type LogLevel,
+  type LogRecord,
+  type PinoLike,
+  pinoLogger,
+} from "./observe/logger.js";
 export type { TaskSnapshot } from "./observe/snapshot.js";
 export { formatTaskTree, snapshot } from "./observe/snapshot.js";
 export { type MainOptions, main } from "./process/main.js";

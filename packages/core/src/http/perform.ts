@@ -6,6 +6,7 @@
  * around the loop, since it must also end the loop's pauses.
  * @module
  */
+
 import { isCancelled } from "../kernel/cancelled.js";
 import { taskOf } from "../kernel/current.js";
 import type { Frame } from "../kernel/frame.js";
@@ -13,6 +14,7 @@ import { CURRENT_TASK, type Operation } from "../kernel/operation.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { type AttemptInfo, retry } from "../resilience/retry.js";
 import { isTransient } from "../resilience/transient.js";
+import { checkDeadline } from "../time/deadline-missing.js";
 import { timeoutScope } from "../time/timeout.js";
 import { HttpError } from "./errors.js";
 import { createExchange } from "./exchange.js";
@@ -51,6 +53,7 @@ class SingleAttempt implements Operation<unknown> {
 function* single(plan: RequestPlan): Generator<unknown, unknown, unknown> {
   const task = taskOf(yield CURRENT_TASK, plan.label);
   task.checkpoint();
+  checkDeadline(task, "http", plan.label);
   // The response body belongs to the scope that made the request (not to the total's).
   const owner = task.top;
   const { clock, timeouts } = plan;
@@ -92,6 +95,7 @@ function retried(plan: RequestPlan): Operation<unknown> {
     *[Symbol.iterator]() {
       const task = taskOf(yield CURRENT_TASK, label);
       task.checkpoint();
+      checkDeadline(task, "http", label);
       const owner = task.top;
       const totalMs = plan.timeouts.totalMs;
       const totalDeadline = totalMs === Infinity ? Infinity : clock.now() + totalMs;

@@ -19,7 +19,7 @@ export interface Runtime {
 
 /**
  * A runtime that hands every event to `onEvent`; without one, warnings (overruns, swallows,
- * abandonments, suppressed errors) go to `console.warn`, so nothing is lost silently. A printed
+ * abandonments, suppressed errors) go to `onWarning` (a run's logger), or else to `console.warn`, so nothing is lost silently. A printed
  * warning gives its time as whole ms since `origin`, the root's start on its clock (a real clock
  * reads a fractional epoch, which nobody can read).
  */
@@ -27,6 +27,7 @@ export function createRuntime(
   asyncContext: AsyncContext,
   onEvent?: (event: KeelEvent) => void,
   origin = 0,
+  onWarning?: (event: KeelEvent) => void,
 ): Runtime {
   return {
     listening: onEvent !== undefined,
@@ -38,11 +39,13 @@ export function createRuntime(
         } catch (e) {
           console.error("keel: an onEvent handler threw", e);
         }
+      } else if (onWarning && warningEvents.has(event.type)) {
+        onWarning(event);
       } else if (warningEvents.has(event.type)) {
         const ms = Math.round(event.at - origin);
         console.warn(
           `keel: ${event.type} at ${event.path} (${ms} ms after the run started)`,
-          describe(event),
+          describeWarning(event),
         );
       }
     },
@@ -58,7 +61,8 @@ export function withAsyncContext(runtime: Runtime, asyncContext: AsyncContext): 
   return { listening: runtime.listening, asyncContext, emit: runtime.emit };
 }
 
-function describe(event: KeelEvent): string {
+/** @internal What a warning says, after its type and path (empty for an event that is not one). */
+export function describeWarning(event: KeelEvent): string {
   switch (event.type) {
     case "cleanup:overrun":
       return `cleanup exceeded ${event.budgetMs} ms while waiting on ${event.waitingOn ?? "nothing"}`;
@@ -72,6 +76,10 @@ function describe(event: KeelEvent): string {
       return `the cancellation (${event.reason.kind}) was replaced by ${describeThrown(event.error)}`;
     case "retry:unreachable":
       return event.message;
+    case "task:blocked":
+      return `a step ran ${event.durationMs} ms without yielding, blocking the event loop (threshold ${event.thresholdMs} ms)`;
+    case "deadline:missing":
+      return `${event.label}: an external call with no deadline of its caller's above it (only its own limits, if any, bound it)`;
     default:
       return "";
   }

@@ -8,7 +8,13 @@
  * each belongs to the frame that made it, or to the task's root frame when it came from outside.
  * @module
  */
-import { appendSuppressed, invalidType, KeelError, TaskCancelledError } from "../errors.js";
+import {
+  appendSuppressed,
+  invalidType,
+  isTaskCancelledError,
+  KeelError,
+  TaskCancelledError,
+} from "../errors.js";
 import { type KeelEvent, type KeelEventInput, warningEvents } from "../observe/events.js";
 import type { AsyncContext } from "./async-context.js";
 import {
@@ -130,6 +136,22 @@ interface TaskExtras<T> {
  * instruction still works (and an operation driven by hand gets `KEEL_NO_TASK`).
  */
 let running: TaskImpl<unknown> | null = null;
+
+/** What times each step of every task, while a `main` with `blockedStepMs` runs (null otherwise). */
+export interface StepWatch {
+  readonly thresholdMs: number;
+  /** A monotonic host clock (`performance.now`): a blocked step is host time, whatever the tree's clock. */
+  now(): number;
+}
+
+let stepWatch: StepWatch | null = null;
+
+/** @internal Installs (or, with null, removes) the step watch; returns the one it replaced. */
+export function setStepWatch(watch: StepWatch | null): StepWatch | null {
+  const before = stepWatch;
+  stepWatch = watch;
+  return before;
+}
 
 /** @internal The task executing now, or null (see `running`). */
 export function runningTask(): TaskImpl<unknown> | null {
@@ -399,6 +421,19 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
    * Two arguments, not an Outcome: this runs for every resumption, and most would allocate one.
    */
   private advance(ok: boolean, value: unknown): void {
+    const watch = stepWatch;
+    if (watch === null) {
+      this.advanceBody(ok, value);
+      return;
+    }
+    const from = watch.now();
+    this.advanceBody(ok, value);
+    const tookMs = watch.now() - from;
+    if (tookMs >= watch.thresholdMs)
+      this.emit({ type: "task:blocked", durationMs: Math.round(tookMs), thresholdMs: watch.thresholdMs });
+  }
+
+  private advanceBody(ok: boolean, value: unknown): void {
     for (;;) {
       if (this.abandonPending) {
         this.abandon();
@@ -476,7 +511,8 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     const level = kind === "never" ? "never" : "normal";
     const c = this.takeDelivery(level);
     if (c) {
-      if (!o.ok && !isCancelled(o.error) && !this.holdsError(o.error)) {
+      // A joined task's cancellation (`TaskCancelledError`) is no error: nothing is dropped.
+      if (!o.ok && !isCancelled(o.error) && !isTaskCancelledError(o.error) && !this.holdsError(o.error)) {
         this.emit({
           type: "error:suppressed",
           error: o.error,

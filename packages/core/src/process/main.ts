@@ -2,15 +2,17 @@
  * `main`: run an operation as a process, with signals mapped to cancellation (semantics §8).
  * @module
  */
-import { checkDurationMs } from "../errors.js";
+import { checkDurationMs, invalidType } from "../errors.js";
 import { describeThrown } from "../format-value.js";
 import type { CancelReason } from "../kernel/cancelled.js";
 import type { Clock } from "../kernel/clock.js";
 import { checkOp, nameOf, type Op } from "../kernel/operation.js";
-import type { TaskImpl } from "../kernel/task.js";
+import { setStepWatch, type TaskImpl } from "../kernel/task.js";
 import type { KeelEvent } from "../observe/events.js";
+import { deliver, isoTime, type KeelLogger, type LogEvents, type LogLevel } from "../observe/logger.js";
 import { formatTaskTree, snapshot } from "../observe/snapshot.js";
 import { checkRootOptions, run } from "../run.js";
+import { openInspectSocket } from "./inspect-server.js";
 
 /**
  * Options of {@link main}.
@@ -41,6 +43,27 @@ export interface MainOptions {
   onEvent?: (event: KeelEvent) => void;
   /** The clock for every timer in the tree, the shutdown budget's included (default: the real clock). */
   clock?: Clock;
+  /**
+   * Receives Keel's warnings and `main`'s own lines (a signal received, a tree dump under
+   * `fields.tree`, a failed root at level `error`) as records instead of stderr. See `pinoLogger`.
+   */
+  logger?: KeelLogger;
+  /** Which events the logger gets besides warnings (as in `run`). */
+  logEvents?: LogEvents;
+  /** As in `run`: warn when an HTTP call or a job runs with no deadline of its caller's. */
+  warnNoDeadline?: boolean;
+  /**
+   * Reports (`task:blocked`, a warning) every step of a task that ran this long or longer without
+   * yielding, holding the event loop: a synchronous loop, a huge `JSON.parse`. Off by default; each
+   * step is timed on the host's monotonic clock while it is on.
+   */
+  blockedStepMs?: number;
+  /**
+   * Answers `keel-inspect <pid>` with the live task tree, over a unix socket in the temporary
+   * directory named by the pid (mode 0600, removed at exit). Also on with `KEEL_INSPECT=1` in the
+   * environment. Not on Windows.
+   */
+  inspect?: boolean;
 }
 
 /** The conventional exit codes of a process ended by a signal: 128 + the signal's number. */
@@ -90,28 +113,72 @@ type ShutdownSignal = keyof typeof SIGNAL_EXIT_CODES;
 export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
   checkOp("main(op)", op);
   const { budget: cleanupBudgetMs } = checkRootOptions("main", options);
-  const { name, onEvent, clock } = options;
+  const { name, onEvent, clock, logger, logEvents, warnNoDeadline } = options;
   const shutdownBudgetMs = checkDurationMs(
     "main(op, { shutdownBudgetMs })",
     options.shutdownBudgetMs ?? cleanupBudgetMs,
   );
+  const blockedStepMs =
+    options.blockedStepMs === undefined
+      ? null
+      : checkDurationMs("main(op, { blockedStepMs })", options.blockedStepMs);
+  if (options.inspect !== undefined && typeof options.inspect !== "boolean")
+    throw invalidType("main(op, { inspect })", "a boolean", options.inspect);
+  const inspect = options.inspect ?? process.env.KEEL_INSPECT === "1";
 
   const task = run(op, {
     name: name ?? nameOf(op, "main"),
     cleanupBudgetMs,
     ...(onEvent ? { onEvent } : {}),
     ...(clock ? { clock } : {}),
+    ...(logger ? { logger } : {}),
+    ...(logEvents !== undefined ? { logEvents } : {}),
+    ...(warnNoDeadline !== undefined ? { warnNoDeadline } : {}),
   }) as TaskImpl<T>;
   // main reports the root's failure itself (printed, exit code 1).
   task.markHandled();
+  const origin = task.clock.now();
+  /** One line of main's own: to the logger as a record, or to stderr as text. */
+  const say = (level: LogLevel, message: string, tree?: string) => {
+    if (!logger) {
+      process.stderr.write(`keel: ${message}\n${tree === undefined ? "" : `${tree}\n`}`);
+      return;
+    }
+    const at = task.clock.now();
+    deliver(logger, {
+      level,
+      message: `keel: ${message}`,
+      event: null,
+      path: task.path,
+      taskId: task.id,
+      time: isoTime(at),
+      sinceStartMs: Math.round(at - origin),
+      fields: tree === undefined ? {} : { tree },
+    });
+  };
+  const restoreStepWatch =
+    blockedStepMs === null
+      ? null
+      : setStepWatch({ thresholdMs: blockedStepMs, now: () => performance.now() });
+  let closeInspect: (() => void) | null = null;
+  let settled = false;
+  if (inspect && process.platform !== "win32") {
+    openInspectSocket(task).then(
+      (close) => {
+        if (settled) close();
+        else closeInspect = close;
+      },
+      (e: unknown) => say("warn", `keel-inspect socket not opened: ${describeThrown(e)}`),
+    );
+  }
 
   return new Promise<void>((resolve) => {
     let signalled: ShutdownSignal | null = null;
     let cancelBudget: (() => void) | null = null;
     let cancelKeepAlive = keepAlive();
 
-    const printTree = (headline: string) => {
-      process.stderr.write(`keel: ${headline}\n${formatTaskTree(snapshot(task))}\n`);
+    const printTree = (headline: string, level: LogLevel = "warn") => {
+      say(level, headline, formatTaskTree(snapshot(task)));
     };
 
     const onShutdownSignal = (signal: ShutdownSignal) => {
@@ -123,9 +190,7 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
       signalled = signal;
       const at = task.clock.now();
       const budget = shutdownBudgetMs === Infinity ? "no budget" : `budget ${shutdownBudgetMs} ms`;
-      process.stderr.write(
-        `keel: ${signal} received; shutting down (${budget}; send it again to exit now)\n`,
-      );
+      say("info", `${signal} received; shutting down (${budget}; send it again to exit now)`);
       // Armed before the cancellation is delivered, so when the shutdown budget equals the cleanup
       // budget this timer fires first (same instant, registration order) and the process exits 1
       // with the tree of what hung, instead of waiting for the root's cut and abandonment.
@@ -140,7 +205,7 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
     };
     const onSigint = () => onShutdownSignal("SIGINT");
     const onSigterm = () => onShutdownSignal("SIGTERM");
-    const onSigusr2 = () => printTree("task tree (SIGUSR2):");
+    const onSigusr2 = () => printTree("task tree (SIGUSR2):", "info");
 
     process.on("SIGINT", onSigint);
     process.on("SIGTERM", onSigterm);
@@ -152,6 +217,9 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
       process.off("SIGTERM", onSigterm);
       process.off("SIGUSR2", onSigusr2);
       cancelBudget?.();
+      settled = true;
+      (closeInspect as (() => void) | null)?.();
+      if (blockedStepMs !== null) setStepWatch(restoreStepWatch);
       cancelKeepAlive();
       cancelKeepAlive = () => {};
       const final = task.outcome!;
@@ -160,13 +228,13 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
         return;
       }
       if (final.state === "failed") {
-        process.stderr.write(`keel: ${task.path} failed:\n${describeError(final.error)}\n`);
+        say("error", `${task.path} failed:`, describeError(final.error));
         process.exit(1);
       }
       if (signalled) process.exit(SIGNAL_EXIT_CODES[signalled]);
       // Cancelled without a signal (the body threw a `Cancelled` it got from elsewhere): not a
       // success, and not a shutdown either.
-      process.stderr.write(`keel: ${task.path} ended cancelled (${final.reason.kind})\n`);
+      say("error", `${task.path} ended cancelled (${final.reason.kind})`);
       process.exit(1);
     });
 

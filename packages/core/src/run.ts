@@ -7,13 +7,13 @@ import { describeThrown } from "./format-value.js";
 import { captureAsyncContext } from "./kernel/async-context.js";
 import type { Clock } from "./kernel/clock.js";
 import type { ContextValues } from "./kernel/context.js";
+import { WARN_NO_DEADLINE_KEY } from "./kernel/deadline-missing.js";
 import { checkOp, nameOf, type Op } from "./kernel/operation.js";
 import { RANDOM_CONTEXT_KEY, type RandomSource } from "./kernel/random.js";
 import { createRuntime } from "./kernel/runtime.js";
 import { BUDGET_KEY, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS, type Task, TaskImpl } from "./kernel/task.js";
 import type { KeelEvent } from "./observe/events.js";
 import { composeListener, deliver, eventRecord, type KeelLogger, type LogEvents } from "./observe/logger.js";
-import { WARN_NO_DEADLINE_KEY } from "./time/deadline-missing.js";
 import { realClock } from "./time/real-clock.js";
 
 /**

@@ -9,12 +9,12 @@
 
 import { isCancelled } from "../kernel/cancelled.js";
 import { taskOf } from "../kernel/current.js";
+import { checkDeadline } from "../kernel/deadline-missing.js";
 import type { Frame } from "../kernel/frame.js";
 import { CURRENT_TASK, type Operation } from "../kernel/operation.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { type AttemptInfo, retry } from "../resilience/retry.js";
 import { isTransient } from "../resilience/transient.js";
-import { checkDeadline } from "../time/deadline-missing.js";
 import { timeoutScope } from "../time/timeout.js";
 import { HttpError } from "./errors.js";
 import { createExchange } from "./exchange.js";

@@ -6,7 +6,21 @@ import { invalidType } from "../errors.js";
 import { describeWarning } from "../kernel/runtime.js";
 import { type KeelEvent, type KeelEventType, warningEvents } from "./events.js";
 
-/** How much a record matters; `error` is only `main`'s report of a failed root. */
+/**
+ * How much a record matters; `error` is only `main`'s report of a failed root.
+ *
+ * @example
+ * ```ts
+ * import { type LogLevel, run, shield, sleep, spawn, suspend } from "@keel/core";
+ * const levels: LogLevel[] = [];
+ * await run(function* () {
+ *   const w = yield* spawn(function* () { try { yield* suspend(); } finally { yield* shield(sleep(50)); } });
+ *   yield* sleep(1);
+ *   yield* w.cancel();
+ * }, { cleanupBudgetMs: 10, logger: (r) => levels.push(r.level) });
+ * console.log(levels[0]); // warn (the cleanup overran its 10 ms)
+ * ```
+ */
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
 /**
@@ -54,7 +68,18 @@ export interface LogRecord {
  */
 export type KeelLogger = (record: LogRecord) => void;
 
-/** Which events a logger gets besides warnings: `true` or `"debug"` every one, `"info"` the notable. */
+/**
+ * Which events a logger gets besides warnings: `true` or `"debug"` every one, `"info"` the notable.
+ *
+ * @example
+ * ```ts
+ * import { type LogEvents, run, sleep } from "@keel/core";
+ * const logEvents: LogEvents = "debug";
+ * const seen: string[] = [];
+ * await run(function* job() { yield* sleep(1); }, { logger: (r) => seen.push(`${r.level} ${r.event}`), logEvents });
+ * console.log(seen); // ["debug task:start", "debug task:settle"]
+ * ```
+ */
 export type LogEvents = boolean | "debug" | "info";
 
 /**
@@ -140,7 +165,22 @@ export function deliver(logger: KeelLogger, record: LogRecord): void {
   }
 }
 
-/** The methods {@link pinoLogger} calls: pino's, or any logger's with the same shape. */
+/**
+ * The methods {@link pinoLogger} calls: pino's, or any logger's with the same shape.
+ *
+ * @example
+ * ```ts
+ * import { type PinoLike, pinoLogger, run, sleep, timeout } from "@keel/core";
+ * const lines: string[] = [];
+ * const console_: PinoLike = {
+ *   warn: (o, m) => lines.push(`WARN ${m}`),
+ *   info: (o, m) => lines.push(`INFO ${m} ${o.path}`),
+ *   debug: () => {},
+ * };
+ * await run(function* () { try { yield* timeout(5, sleep(10)); } catch {} }, { logger: pinoLogger(console_), logEvents: "info" });
+ * console.log(lines.length); // 2: the timeout firing and its cancellation request
+ * ```
+ */
 export interface PinoLike {
   warn(object: Record<string, unknown>, message: string): void;
   info(object: Record<string, unknown>, message: string): void;

@@ -138,10 +138,13 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
   // main reports the root's failure itself (printed, exit code 1).
   task.markHandled();
   const origin = task.clock.now();
-  /** One line of main's own: to the logger as a record, or to stderr as text. */
-  const say = (level: LogLevel, message: string, tree?: string) => {
+  /**
+   * One line of main's own: to the logger as a record (`details` under `fields`), or to stderr as
+   * text (the detail's text on the lines after).
+   */
+  const say = (level: LogLevel, message: string, text?: string, details: Record<string, unknown> = {}) => {
     if (!logger) {
-      process.stderr.write(`keel: ${message}\n${tree === undefined ? "" : `${tree}\n`}`);
+      process.stderr.write(`keel: ${message}\n${text === undefined ? "" : `${text}\n`}`);
       return;
     }
     const at = task.clock.now();
@@ -153,7 +156,7 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
       taskId: task.id,
       time: isoTime(at),
       sinceStartMs: Math.round(at - origin),
-      fields: tree === undefined ? {} : { tree },
+      fields: details,
     });
   };
   const restoreStepWatch =
@@ -178,7 +181,8 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
     let cancelKeepAlive = keepAlive();
 
     const printTree = (headline: string, level: LogLevel = "warn") => {
-      say(level, headline, formatTaskTree(snapshot(task)));
+      const tree = formatTaskTree(snapshot(task));
+      say(level, headline, tree, { tree });
     };
 
     const onShutdownSignal = (signal: ShutdownSignal) => {
@@ -228,7 +232,7 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
         return;
       }
       if (final.state === "failed") {
-        say("error", `${task.path} failed:`, describeError(final.error));
+        say("error", `${task.path} failed:`, describeError(final.error), { error: final.error });
         process.exit(1);
       }
       if (signalled) process.exit(SIGNAL_EXIT_CODES[signalled]);

@@ -6,9 +6,11 @@
  * installs the tarballs into a new project outside the repository (no workspace links; peers and
  * tools at the repository's own pinned versions, from npm's cache when it has them), and there:
  * checks that every file the `exports` maps and the source maps name is in the tarball, imports
- * every entry point from ESM, bundles every entry point with esbuild under the `source` condition,
- * type-checks a consumer under `moduleResolution` `node16` and `bundler`, runs a vitest test that
- * uses `@keel/testing`, and runs `publint --strict` on each tarball.
+ * every entry point from ESM, bundles every entry point with esbuild and runs them with tsx under
+ * the `source` condition, bundles a run+timeout+retry program minified and runs it (so
+ * `sideEffects: false` is tried), type-checks a consumer under `moduleResolution` `node16` and
+ * `bundler`, runs a vitest test that uses `@keel/testing`, and runs `publint --strict` on each
+ * tarball.
  *
  * Nothing is listed by hand: packages come from the root `workspaces` (private ones skipped), entry
  * points from each package's `exports`, peers from each package's `peerDependencies`. A new
@@ -175,7 +177,7 @@ try {
     return codeEntries.map((e) => e.specifier).join(", ");
   });
 
-  check("bundle every entry point with esbuild under the source condition", () => {
+  check("bundle every entry point with esbuild, and run them with tsx, under the source condition", () => {
     writeFileSync(
       join(app, "source.mjs"),
       `${codeEntries.map((e, i) => `export * as m${i} from ${JSON.stringify(e.specifier)};`).join("\n")}\n`,
@@ -196,6 +198,30 @@ try {
       app,
       "esbuild --conditions=source",
     );
+    // And run from the TypeScript sources, as `tsx --conditions=source` (the repo's own way) does.
+    sh(bin("tsx"), ["--conditions=source", "imports.mjs"], app, "tsx --conditions=source");
+  });
+
+  check("bundle a program minified (tree-shaken under sideEffects: false) and run it", () => {
+    writeFileSync(
+      join(app, "hello.mjs"),
+      `import { constant, retry, run, sleep, timeout } from "@keel/core";
+let calls = 0;
+console.log(await run(() => retry(() => timeout(20, function* attempt() {
+  if (++calls < 2) yield* sleep(1000);
+  return "hello, world";
+}), { attempts: 3, backoff: constant(10) })));
+`,
+    );
+    sh(
+      bin("esbuild"),
+      ["hello.mjs", "--bundle", "--minify", "--platform=node", "--format=esm", "--outfile=hello.bundle.mjs"],
+      app,
+      "esbuild (minified)",
+    );
+    const out = sh("node", ["hello.bundle.mjs"], app, "the minified bundle").trim();
+    if (out !== "hello, world") throw new Error(`the minified bundle printed ${JSON.stringify(out)}`);
+    return `${(readFileSync(join(app, "hello.bundle.mjs")).length / 1000).toFixed(1)} KB`;
   });
 
   writeFileSync(

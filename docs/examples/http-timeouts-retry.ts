@@ -71,19 +71,19 @@ await run(
     assert.equal(calls.get("POST /pay"), undefined); // the server never saw it
     console.log("POST, connect timeout in the queue: 3 attempts, the server saw none");
 
-    // 4. totalMs covers every attempt and pause: attempt 1 hits its 150 ms headers limit, attempt 2
-    //    starts after a 5 ms pause, and the 250 ms total ends the call during attempt 2. (Wide
+    // 4. totalMs covers every attempt and pause: attempt 1 hits its 300 ms headers limit, attempt 2
+    //    starts after a 5 ms pause, and the 500 ms total ends the call during attempt 2. (Wide
     //    margins: this runs on the real clock, on machines that may be busy.)
     const attemptsBefore = requests.length;
     let total: unknown = null;
     try {
-      yield* client.get("/hang", { timeouts: { headersMs: 150, totalMs: 250 } });
+      yield* client.get("/hang", { timeouts: { headersMs: 300, totalMs: 500 } });
     } catch (e) {
       total = e;
     }
     assert.ok(total instanceof HttpTimeoutError && total.phase === "total");
     assert.equal(requests.length - attemptsBefore, 2);
-    console.log(`GET, headers 150 ms, total 250 ms: 2 attempts, then ${total.message}`);
+    console.log(`GET, headers 300 ms, total 500 ms: 2 attempts, then ${total.message}`);
   },
   { onEvent: (e) => e.type === "http:request" && requests.push(e.url) },
 );

@@ -3,7 +3,7 @@
  * retryable, dead-letters what is not, and shuts down within a budget without losing a job.
  */
 import assert from "node:assert/strict";
-import { constant, type Operation, sleep, spawn, suspend } from "@keel/core";
+import { constant, type Operation, sleep, suspend } from "@keel/core";
 import { createHarness } from "@keel/testing";
 import { createMemoryQueue, type ShutdownReport, useWorker } from "@keel/worker";
 

@@ -2,7 +2,8 @@
  * The docs site (`npm run docs`, typedoc into `docs/site/`): every relative link in it resolves, and
  * its front page renders in headless Chromium, served from 127.0.0.1: a screenshot is written to
  * `docs/site/front-page.png` (to look at), and the DOM after the page's scripts ran must hold the
- * guide's front page and the navigation with the four modules as users import them.
+ * guide's front page and the navigation with every package's entry points, named as users import
+ * them.
  *
  * The site is built here when `docs/site/` has none (CI builds it first, with `npm run docs`, whose
  * typedoc validation fails on broken links and undocumented exports). Without Chromium the test is
@@ -86,6 +87,18 @@ function headless(binary: string, url: string, extra: string[]): Promise<string>
   });
 }
 
+/** Every public package's entry points, as users import them (`@keel/core/http`). */
+function entryPoints(): string[] {
+  const read = (file: string) => JSON.parse(readFileSync(path.join(root, file), "utf8"));
+  return (read("package.json").workspaces as string[]).flatMap((dir) => {
+    const pkg = read(path.join(dir, "package.json"));
+    if (pkg.private) return [];
+    return Object.keys(pkg.exports ?? {})
+      .filter((key) => !key.endsWith(".json"))
+      .map((key) => (key === "." ? pkg.name : `${pkg.name}${key.slice(1)}`));
+  });
+}
+
 function htmlFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const full = path.join(dir, entry.name);
@@ -133,12 +146,11 @@ describe.skipIf(!chromium && !required)("the docs site", () => {
     ]);
 
     expect(dom).toContain("The Keel guide");
-    // The navigation is filled in by a script, from compressed data: the guide's pages and the four
-    // modules, named as users import them, must be in it.
+    // The navigation is filled in by a script, from compressed data: the guide's pages and every
+    // entry point of every package, named as users import it, must be in it.
     const nav = dom.slice(dom.indexOf('id="tsd-nav-container"'));
     expect(nav).toContain("<span>The task tree</span>");
-    for (const module of ["@keel/core", "@keel/core/http", "@keel/core/effection", "@keel/testing"])
-      expect(nav).toContain(`<span>${module}</span>`);
+    for (const module of entryPoints()) expect(nav).toContain(`<span>${module}</span>`);
 
     const png = readFileSync(screenshot);
     expect(png.subarray(1, 4).toString("latin1")).toBe("PNG");

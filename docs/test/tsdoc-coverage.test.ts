@@ -20,6 +20,7 @@ const barrels = [
   "packages/core/src/effection/index.ts",
   "packages/testing/src/index.ts",
   "packages/worker/src/index.ts",
+  "packages/worker/src/bullmq/index.ts",
 ];
 
 /** One name a barrel exports: the public name, and the name it has where it comes from. */

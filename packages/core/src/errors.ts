@@ -70,6 +70,7 @@ export const errorCodes = {
     raisedBy: "a generator that yields a value instead of yield* an operation",
     retryable: false,
   },
+  KEEL_MAIN_RUNNING: { raisedBy: "main() while another main runs in the process", retryable: false },
 } as const;
 
 /**
@@ -143,6 +144,17 @@ export function invalidType(parameter: string, rule: string, got: unknown): Type
 /** An argument used in a way its rule forbids: a `TypeError` naming the parameter, with code `KEEL_INVALID_ARGUMENT`. */
 export function invalidUse(parameter: string, rule: string): TypeError {
   return withInvalidArgumentCode(new TypeError(`${parameter}: ${rule}`));
+}
+
+/**
+ * Checks an options argument: `undefined` or a plain object (not an array, not a primitive). Gives it
+ * back typed, so the caller can read its fields.
+ */
+export function checkOptions<O extends object>(parameter: string, options: O | undefined): O | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null || Array.isArray(options))
+    throw invalidType(parameter, "an options object", options);
+  return options;
 }
 
 function withInvalidArgumentCode<E extends Error>(e: E): E {

@@ -10,6 +10,7 @@ import type { ContextValues } from "./kernel/context.js";
 import { WARN_NO_DEADLINE_KEY } from "./kernel/deadline-missing.js";
 import { checkOp, nameOf, type Op } from "./kernel/operation.js";
 import { RANDOM_CONTEXT_KEY, type RandomSource } from "./kernel/random.js";
+import { trackRoot } from "./kernel/roots.js";
 import { createRuntime } from "./kernel/runtime.js";
 import { BUDGET_KEY, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS, type Task, TaskImpl } from "./kernel/task.js";
 import type { KeelEvent } from "./observe/events.js";
@@ -103,6 +104,7 @@ export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
     deadline: Infinity,
   });
   task.whenSettled(() => task.reportUnhandledFailure());
+  trackRoot(task as TaskImpl<unknown>);
   if (options.signal) followSignal(task, options.signal);
   return task.start();
 }

@@ -17,6 +17,7 @@ import {
   type Scope,
   sleep,
   spawn,
+  suspend,
   type Task,
   timeout,
   until,
@@ -190,6 +191,30 @@ describe("async context follows each run", () => {
     await expect(victim).rejects.toThrow();
     expect(lines().map((l) => l.at)).toEqual(["finally", "finally after sleep", "after cancel"]);
     expect(wrongLines(lines())).toEqual([]);
+  });
+
+  it("a cleanup budget that runs out reports in the cancelled task's context (real clock)", async () => {
+    const overrunSeenBy: string[] = [];
+    const victim = requestStore.run({ reqId: "victim" }, () =>
+      run(
+        function* victim() {
+          try {
+            yield* suspend();
+          } finally {
+            yield* suspend(); // a cleanup that never ends: cut by its 20 ms budget
+          }
+        },
+        {
+          cleanupBudgetMs: 20,
+          onEvent: (e) => {
+            if (e.type === "cleanup:overrun") overrunSeenBy.push(requestStore.getStore()?.reqId ?? "none");
+          },
+        },
+      ),
+    );
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    await requestStore.run({ reqId: "canceller" }, () => victim.cancel());
+    expect(overrunSeenBy).toEqual(["victim"]);
   });
 
   it("scope.spawn from a callback runs the child in the callback's context, and spawn in its parent's", async () => {

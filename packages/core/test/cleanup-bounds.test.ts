@@ -72,6 +72,40 @@ describe("abandonment keeps the errors it owes (semantics §2, §5)", () => {
     expect(eventsAt(h, "cleanup:abandon")).toEqual([`owner#${t.id}/flush#${t.id + 2} sleep(30)@210`]);
     await h.expectClean();
   });
+  it("a child that fails while its abandoned owner awaits it is the owner's error (found by the attacker)", async () => {
+    const h = createHarness();
+    const closeErr = new Error("close failed");
+    const t = h.run(
+      function* owner() {
+        yield* spawn(() =>
+          withCleanupBudget(100, function* conn() {
+            try {
+              yield* suspend();
+            } finally {
+              try {
+                yield* sleep(1000); // cut at 110 by its own budget
+              } finally {
+                // biome-ignore lint/correctness/noUnsafeFinally: the failing close under test.
+                throw closeErr;
+              }
+            }
+          }),
+        );
+        for (;;) {
+          try {
+            yield* suspend();
+          } catch {} // swallows everything: abandoned at its cut, 60
+        }
+      },
+      { cleanupBudgetMs: 50 },
+    );
+    cancelAt(h, t, 10);
+
+    await expect(t).rejects.toBe(closeErr);
+    expect(h.eventsOf("cleanup:abandon").map((e) => `${e.path}@${e.at}`)).toEqual([`owner#${t.id}@60`]);
+    expect(settleOfTask(h, t).at).toBe(110);
+    await h.expectClean();
+  });
 });
 
 describe("shield limits nest like deadlines (semantics §6)", () => {
@@ -202,6 +236,28 @@ describe("the cleanup budget counts from the request (semantics §5)", () => {
     expect(await settled).toBe(9000);
     expect(h.log).toEqual(["committed@8000", "P.fin@9000"]);
     expect(h.eventsOf("cleanup:overrun")).toEqual([]);
+    await h.expectClean();
+  });
+});
+
+describe("abandonment reaches a loop that never suspends (found by the attacker property test)", () => {
+  it("a loop that swallows what entering a scope throws after the cut is abandoned, not spun forever", async () => {
+    const h = createHarness();
+    const t = h.run(
+      function* spin() {
+        for (;;) {
+          try {
+            // After the cut, entering the scope throws at once: no suspension point is reached.
+            yield* scoped(suspend);
+          } catch {}
+        }
+      },
+      { cleanupBudgetMs: 100 },
+    );
+    const settled = cancelAt(h, t, 10);
+
+    expect(await settled).toBe(110);
+    expect(h.eventsOf("cleanup:abandon").map((e) => e.at)).toEqual([110]);
     await h.expectClean();
   });
 });

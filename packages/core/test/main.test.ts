@@ -4,8 +4,10 @@
  * small, waits generous, and timing asserts loose enough for a slow, shared machine.
  */
 import { main, suspend } from "@keel/core";
-import { describe, expect, it } from "vitest";
-import { startChild } from "./support/child.js";
+import { describe, expect, it, vi } from "vitest";
+import { CHILD_TEST_TIMEOUT_MS, startChild } from "./support/child.js";
+
+vi.setConfig({ testTimeout: CHILD_TEST_TIMEOUT_MS });
 
 const fixture = new URL("./fixtures/main-process.ts", import.meta.url);
 const startFixture = (...args: string[]) => startChild(fixture, ...args);
@@ -154,6 +156,67 @@ describe("main in a real process", () => {
     child.process.kill("SIGTERM");
     expect((await child.exited).code).toBe(143);
     expect(child.stdoutLines()).toEqual(["ready", "cleanup start", "cleanup done"]);
+  });
+});
+
+describe("two roots in one process (semantics §8)", () => {
+  it("a second main while one runs is refused with KEEL_MAIN_RUNNING; after it completes, another may run", async () => {
+    const child = startFixture("two-mains");
+
+    const exit = await child.exited;
+
+    expect(exit.code).toBe(0);
+    // Refused at the call, before the first main's body has had its first turn.
+    expect(child.stdoutLines()).toEqual([
+      "second refused: KEEL_MAIN_RUNNING",
+      "ready",
+      "first done",
+      "third ran",
+    ]);
+  });
+
+  it("a failing main cancels a run() root beside it and exits 1 only after that root's finally completes", async () => {
+    const child = startFixture("run-beside-main-fails", "3000");
+
+    const exit = await child.exited;
+
+    expect(exit.code).toBe(1);
+    expect(child.stdoutLines()).toEqual([
+      "worker ready",
+      "ready",
+      "worker cleanup start",
+      "worker cleanup done",
+    ]);
+    expect(child.stderr()).toContain("Error: app failed");
+  });
+
+  it("SIGTERM shuts down a run() root beside main too, and the exit waits for its cleanup", async () => {
+    const child = startFixture("run-beside-main-signal", "3000");
+    await child.waitForLine("ready");
+
+    child.process.kill("SIGTERM");
+    const exit = await child.exited;
+
+    expect(exit.code).toBe(143);
+    expect(child.stdoutLines()).toEqual([
+      "worker ready",
+      "ready",
+      "worker cleanup start",
+      "worker cleanup done",
+    ]);
+  });
+
+  it("a run() root whose cleanup hangs is bounded by the shutdown budget, and the tree printed names it", async () => {
+    const child = startFixture("run-beside-main-hang", "300");
+    await child.waitForLine("ready");
+
+    child.process.kill("SIGTERM");
+    const exit = await child.exited;
+
+    expect(exit.code).toBe(1);
+    expect(child.stdoutLines()).toEqual(["worker ready", "ready", "worker cleanup start"]);
+    expect(child.stderr()).toContain("shutdown exceeded its budget of 300 ms; still running:");
+    expect(child.stderr()).toMatch(/^worker#\d+ cancelling .*waiting on sleep\(60000\)/m);
   });
 });
 

@@ -4,8 +4,10 @@
  * it, and a cancelled root is never reported. Real processes: a test runner would report the
  * rejection as its own failure.
  */
-import { describe, expect, it } from "vitest";
-import { startChild } from "./support/child.js";
+import { describe, expect, it, vi } from "vitest";
+import { CHILD_TEST_TIMEOUT_MS, startChild } from "./support/child.js";
+
+vi.setConfig({ testTimeout: CHILD_TEST_TIMEOUT_MS });
 
 const fixture = new URL("./fixtures/root-process.ts", import.meta.url);
 

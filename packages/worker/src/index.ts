@@ -3,7 +3,7 @@
  * graceful shutdown.
  *
  * An explicit barrel: everything public is named here.
- * @module
+ * @module @keel/worker
  */
 
 export type {

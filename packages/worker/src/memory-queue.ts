@@ -3,7 +3,8 @@
  * contract except surviving a restart.
  * @module
  */
-import { action, type Clock, type Operation, resource, useClock } from "@keel/core";
+import { type Clock, type Operation, resource, useClock } from "@keel/core";
+import { ChangeSignal } from "./change-signal.js";
 import { checkKeys, checkObject, checkWhole, invalidType } from "./checks.js";
 import type {
   AddResult,
@@ -111,7 +112,7 @@ class MemoryEngine<T> implements QueueEngine<T> {
   private readonly ready = new MinHeap<Rec<T>>(byPriority);
   private readonly delayed = new MinHeap<Rec<T>>(byDue);
   private readonly dead: DeadLetter<T>[] = [];
-  private readonly watchers = new Set<() => void>();
+  private readonly changes: ChangeSignal;
   private seq = 0;
   private autoId = 0;
   private active = 0;
@@ -122,14 +123,16 @@ class MemoryEngine<T> implements QueueEngine<T> {
     readonly name: string,
     private readonly capacity: number,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    this.changes = new ChangeSignal(clock);
+  }
 
   add(data: T, options: EngineAddOptions): Operation<AddResult> {
     const engine = this;
     return {
       *[Symbol.iterator]() {
         while (!engine.closed && engine.jobs.size >= engine.capacity && !engine.jobs.has(options.id ?? ""))
-          yield* engine.change(`queue ${engine.name}: full (${engine.capacity})`);
+          yield* engine.changes.wait(`queue ${engine.name}: full (${engine.capacity})`);
         if (engine.closed) throw new QueueClosedError(engine.name, "add");
         return engine.insert(data, options);
       },
@@ -171,7 +174,7 @@ class MemoryEngine<T> implements QueueEngine<T> {
       rec.state = "waiting";
       this.ready.push(rec);
     }
-    this.notify();
+    this.changes.notify();
   }
 
   take(): Operation<EngineJob<T>> {
@@ -183,7 +186,10 @@ class MemoryEngine<T> implements QueueEngine<T> {
           const rec = engine.next();
           // Nothing suspends between taking the record and returning it: a cancelled take takes nothing.
           if (rec) return engine.deliver(rec);
-          yield* engine.change(`queue ${engine.name}: waiting for a job`, engine.delayed.peek()?.readyAt);
+          yield* engine.changes.wait(
+            `queue ${engine.name}: waiting for a job`,
+            engine.delayed.peek()?.readyAt,
+          );
         }
       },
     };
@@ -203,33 +209,13 @@ class MemoryEngine<T> implements QueueEngine<T> {
   private deliver(rec: Rec<T>): EngineJob<T> {
     rec.state = "active";
     this.active++;
-    this.notify();
+    this.changes.notify();
     const { id, data, attempt, attempts, deadlineAt, priority, addedAt } = rec;
     return { id, data, attempt, attempts, deadlineAt, priority, addedAt, history: rec.history.slice() };
   }
 
-  /** Waits for the next change of the records, or until `at` (a delayed job coming due). */
-  private change(description: string, at?: number): Operation<void> {
-    return action<void>((resolve) => {
-      const wake = () => resolve();
-      this.watchers.add(wake);
-      const cancelTimer = at === undefined ? null : this.clock.schedule(at, wake);
-      return () => {
-        this.watchers.delete(wake);
-        cancelTimer?.();
-      };
-    }, description);
-  }
-
-  private notify(): void {
-    if (this.watchers.size === 0) return;
-    const woken = [...this.watchers];
-    this.watchers.clear();
-    for (const wake of woken) wake();
-  }
-
   idle(): Operation<void> {
-    return this.change(`queue ${this.name}: watching`);
+    return this.changes.wait(`queue ${this.name}: watching`);
   }
 
   private activeRec(job: EngineJob<T>, op: string): Rec<T> {
@@ -246,7 +232,7 @@ class MemoryEngine<T> implements QueueEngine<T> {
   private finish(rec: Rec<T>): void {
     this.jobs.delete(rec.id);
     this.active--;
-    this.notify();
+    this.changes.notify();
   }
 
   complete(job: EngineJob<T>): Operation<void> {
@@ -321,7 +307,7 @@ class MemoryEngine<T> implements QueueEngine<T> {
 
   closeNow(): void {
     this.closed = true;
-    this.notify();
+    this.changes.notify();
   }
 
   /** An operation that does its work at once: the memory engine never waits but to take or add. */

@@ -3,7 +3,8 @@
  * the waits of the take loop and the shutdown on them.
  * @module
  */
-import { action, type Clock, type Operation, type Scope, type Task } from "@keel/core";
+import type { Clock, Operation, Scope, Task } from "@keel/core";
+import { ChangeSignal } from "./change-signal.js";
 import type { EngineJob, QueueEngine } from "./engine.js";
 import type { WorkerConfig } from "./options.js";
 import { Counters } from "./stats.js";
@@ -31,7 +32,7 @@ export class Pool<T> {
   readonly counters = new Counters();
   /** Jobs whose task was cancelled before its delivery began: the shutdown releases them. */
   readonly orphans: EngineJob<T>[] = [];
-  private readonly watchers = new Set<() => void>();
+  private readonly changes: ChangeSignal;
 
   constructor(
     readonly engine: QueueEngine<T>,
@@ -40,7 +41,9 @@ export class Pool<T> {
     readonly clock: Clock,
     readonly scope: Scope,
     readonly spawnJob: (pool: Pool<T>, d: Delivery<T>) => Task<void>,
-  ) {}
+  ) {
+    this.changes = new ChangeSignal(clock);
+  }
 
   /** Starts a delivery at once (no suspension: a job taken is always accounted for). */
   start(job: EngineJob<T>): void {
@@ -51,33 +54,18 @@ export class Pool<T> {
     const settled = () => {
       if (!d.started) this.orphans.push(job);
       this.inFlight.delete(job.id);
-      this.notify();
+      this.changes.notify();
     };
     task.then(settled, settled);
   }
 
   /** Waits until a delivery ends or `at` passes (whichever first). */
   change(description: string, at = Infinity): Operation<void> {
-    return action<void>((resolve) => {
-      const wake = () => resolve();
-      this.watchers.add(wake);
-      const cancel = at === Infinity ? null : this.clock.schedule(at, wake);
-      return () => {
-        this.watchers.delete(wake);
-        cancel?.();
-      };
-    }, description);
+    return this.changes.wait(description, at);
   }
 
   /** Waits until nothing is in flight, or until `at`. */
   *settledBy(at: number, description: string): Generator<unknown, void, unknown> {
     while (this.inFlight.size > 0 && this.clock.now() < at) yield* this.change(description, at);
-  }
-
-  private notify(): void {
-    if (this.watchers.size === 0) return;
-    const woken = [...this.watchers];
-    this.watchers.clear();
-    for (const wake of woken) wake();
   }
 }

@@ -4,7 +4,6 @@
 import {
   constant,
   formatTaskTree,
-  type KeelEvent,
   now,
   type Operation,
   remaining,
@@ -15,7 +14,6 @@ import {
   suspend,
   type Task,
   timeout,
-  useScope,
 } from "@keel/core";
 import type { Harness } from "@keel/testing";
 import {
@@ -29,7 +27,7 @@ import {
   type WorkerOptions,
 } from "@keel/worker";
 import { describe, expect, it } from "vitest";
-import { type EngineCase, engines } from "./engines.js";
+import { engines } from "./engines.js";
 
 const unavailable = () => Object.assign(new Error("unavailable"), { status: 503 });
 

@@ -579,6 +579,70 @@ describe("halting the effection side cancels the Keel side", () => {
     await h.expectClean();
   });
 
+  it("stack order: the Keel operation unwinds completely before the effection caller's own finally runs", async () => {
+    const h = createRealHarness();
+    const outer = effection.run(function* caller() {
+      try {
+        try {
+          yield* toEffection(function* keelWork() {
+            try {
+              h.mark("keel suspended");
+              yield* suspend();
+            } finally {
+              yield* sleep(10);
+              h.mark("keel finally done");
+            }
+          });
+        } finally {
+          h.mark("caller inner finally");
+          yield* effection.sleep(1);
+        }
+      } finally {
+        h.mark("caller outer finally");
+      }
+    });
+    await until(() => h.log.length > 0);
+    await outer.halt();
+    expect(h.log).toEqual([
+      "keel suspended",
+      "keel finally done",
+      "caller inner finally",
+      "caller outer finally",
+    ]);
+    await h.expectClean();
+  });
+
+  it("an error thrown by Keel cleanup during a halt reaches the caller's catch before its finally", async () => {
+    const h = createRealHarness();
+    const cleanupError = new AppError("keel cleanup failed");
+    let caught: unknown;
+    const outer = effection.run(function* caller() {
+      try {
+        yield* toEffection(function* keelWork() {
+          try {
+            h.mark("keel suspended");
+            yield* suspend();
+          } finally {
+            yield* sleep(5);
+            // biome-ignore lint/correctness/noUnsafeFinally: the case under test.
+            throw cleanupError;
+          }
+        });
+      } catch (e) {
+        caught = e;
+        h.mark("caller catch");
+        throw e;
+      } finally {
+        h.mark("caller finally");
+      }
+    });
+    await until(() => h.log.length > 0);
+    await expect(outer.halt()).rejects.toBe(cleanupError);
+    expect(caught).toBe(cleanupError);
+    expect(h.log).toEqual(["keel suspended", "caller catch", "caller finally"]);
+    await h.expectClean();
+  });
+
   it("multi-step async cleanup at any yield* depth runs to completion before the halt resolves", async () => {
     const h = createRealHarness();
     function* flush(step: string) {

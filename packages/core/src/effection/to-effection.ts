@@ -2,7 +2,7 @@
  * `toEffection`: a Keel operation run from effection code.
  * @module
  */
-import { action, type Effect, type Operation as EffectionOperation, spawn } from "effection";
+import type { Effect, Operation as EffectionOperation, Result } from "effection";
 import { checkDurationMs } from "../errors.js";
 import { checkOp, nameOf, type Op, type Outcome } from "../kernel/operation.js";
 import { BUDGET_KEY, TaskImpl } from "../kernel/task.js";
@@ -15,10 +15,12 @@ import { type KeelEnv, KeelEnvContext } from "./env.js";
  *
  * **Cancellation**: halting the effection task cancels the Keel task: `Cancelled` is thrown at its
  * suspension point, its `finally` blocks run (async cleanup allowed, at any depth of `yield*`) under
- * the cleanup budget, and effection's halt waits until the Keel task has unwound. The Keel task is
- * held by an effection task of its own whose top-level `finally` does that waiting, so the wrapper
- * never puts a yielding `finally` in a `yield*`-delegated frame (effection issues #1190, #1154,
- * where such a frame loses the halt).
+ * the cleanup budget, and effection's halt waits until the Keel task has unwound. The order is the
+ * stack's: the Keel operation unwinds completely before the `finally` blocks of the effection code
+ * that called it run, as for any operation the caller `yield*`s. The wait is the exit of the
+ * effection effect the caller is suspended at, which effection completes before it resumes the
+ * caller's generator, so the wrapper has no `finally` of its own (a yielding `finally` in a
+ * `yield*`-delegated frame loses the halt: effection issues #1190, #1154).
  *
  * **Time**: inside `fromEffection`, the Keel task runs on the outer Keel clock, under the deadline in
  * force there, with its cleanup budget (unless `cleanupBudgetMs` says otherwise) and its contexts,
@@ -45,8 +47,7 @@ export function toEffection<T>(op: Op<T>, options: { cleanupBudgetMs?: number } 
     // yields there would let the caller run on after a halt.
     *[Symbol.iterator]() {
       const env = yield* KeelEnvContext.get();
-      const holder = yield* spawn(() => holdKeelTask(op, name, env ?? null, budgetMs));
-      const outcome = yield* holder;
+      const outcome = (yield keelTaskEffect(op, name, env ?? null, budgetMs)) as Outcome<T>;
       if (outcome.ok) return outcome.value;
       throw outcome.error;
     },
@@ -54,40 +55,51 @@ export function toEffection<T>(op: Op<T>, options: { cleanupBudgetMs?: number } 
 }
 
 /**
- * The effection task that owns the Keel task. It returns the Keel outcome as a value rather than
- * throwing it (a spawned task's error would crash the caller's scope from the side instead of
- * reaching the caller's `yield*`); when halted, its top-level `finally` cancels the Keel task and
- * waits for it.
+ * The effect the effection caller waits at while the Keel task runs. It resolves with the Keel
+ * outcome as a value (thrown by the wrapper's frame, so it reaches the caller's `yield*` unchanged).
+ * Its exit, which effection calls whenever the caller leaves the effect and awaits before the caller
+ * steps again, is where a halt cancels the Keel task and waits for it: so Keel unwinds before any
+ * `finally` of the caller runs. An error thrown by Keel's cleanup then resumes the caller with that
+ * error, as one thrown by an effection `finally` would be.
  */
-function* holdKeelTask<T>(
+function keelTaskEffect<T>(
   op: Op<T>,
   name: string,
   env: KeelEnv | null,
   budgetMs: number | undefined,
-): Generator<Effect<unknown>, Outcome<T>, unknown> {
-  const task = startKeelTask(op, name, env, budgetMs);
-  // The Keel task runs on the outer clock: its timers are the runtime's own, so autojump may move.
-  const retake = env?.pauseHold();
-  try {
-    yield* settled(task, `keel ${task.path}`);
-    return task.joinOutcome();
-  } finally {
-    const halted = !task.isSettled;
-    if (halted) {
-      task.cancel("halted by effection");
-      yield* settled(task, `keel ${task.path}: cancelling`);
-    }
-    retake?.();
-    // An error thrown by Keel's cleanup (it beats the cancellation) is thrown from here, so that
-    // effection's halt rejects with it, as it does for an error thrown by an effection `finally`.
-    const f = task.outcome;
-    // biome-ignore lint/correctness/noUnsafeFinally: only when halted, replacing effection's return.
-    if (halted && f?.state === "failed") throw f.error;
-  }
-}
-
-function settled(task: TaskImpl<unknown>, description: string): EffectionOperation<void> {
-  return action<void>((resolve) => task.onSettled(() => resolve()), description);
+): Effect<Outcome<T>> {
+  return {
+    description: `keel ${name}`,
+    enter(resolve) {
+      const task = startKeelTask(op, name, env, budgetMs);
+      // The Keel task runs on the outer clock: its timers are the runtime's own, so autojump may move.
+      let retake = env?.pauseHold();
+      const done = () => {
+        retake?.();
+        retake = undefined;
+      };
+      task.whenSettled(() => {
+        done();
+        resolve({ ok: true, value: task.joinOutcome() });
+      });
+      return (exited) => {
+        if (task.isSettled) {
+          exited({ ok: true, value: undefined });
+          return;
+        }
+        task.cancel("halted by effection");
+        task.whenSettled(() => {
+          done();
+          const f = task.outcome;
+          exited(
+            f?.state === "failed"
+              ? ({ ok: false, error: f.error } as Result<void>)
+              : { ok: true, value: undefined },
+          );
+        });
+      };
+    },
+  };
 }
 
 function startKeelTask<T>(

@@ -81,7 +81,9 @@ export interface HttpClient {
  * console.log(body); // { ok: true }
  * server.close();
  * ```
- * @throws `TypeError` for a bad `baseUrl`; `RangeError` for bad timeouts or `connections`.
+ * @throws `TypeError` for an option of the wrong type (`options` itself, `baseUrl`, `headers`,
+ * `retry`, `keepAlive`, `deadlineHeader`); `RangeError` for bad timeouts, `connections` or retry
+ * counts. Thrown at the call; a request's own options are checked when it is made.
  */
 export function createHttpClient(options: HttpClientOptions = {}): Operation<HttpClient> {
   const base = checkClientOptions(options);

@@ -58,11 +58,6 @@ export class ConnectionBook {
     this.open.clear();
   }
 
-  /** Sockets handed to undici and still open. */
-  get openSockets(): number {
-    return this.open.size;
-  }
-
   /**
    * undici's connector with the books kept: it holds a virtual clock while a handshake is in flight
    * (key: the origin), refuses a connection no live request waits for, and records the socket

@@ -5,7 +5,7 @@
  */
 import { createServer, type Server } from "node:http";
 import { connect, type Socket } from "node:net";
-import { run, spawn, until } from "@keel/core";
+import { constant, run, spawn, until } from "@keel/core";
 import { createHttpClient, HttpTimeoutError } from "@keel/core/http";
 import { Agent, type Dispatcher, MockAgent, ProxyAgent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -82,7 +82,7 @@ async function targetOpenAfter(boundMs: number): Promise<number> {
 
 describe("a dispatcher of the user's", () => {
   it("a ProxyAgent tunnels through a real CONNECT proxy, and cancelling a request on the wire closes its tunnel to the server", async () => {
-    const dispatcher = new ProxyAgent(proxyUrl);
+    const dispatcher = new ProxyAgent({ uri: proxyUrl, proxyTunnel: true });
     const arrived = new Promise<void>((r) => {
       onHang = r;
     });
@@ -110,7 +110,7 @@ describe("a dispatcher of the user's", () => {
   });
 
   it("the client's phase limits hold over a user's dispatcher: headersMs ends a request its proxy holds", async () => {
-    const dispatcher = new ProxyAgent(proxyUrl);
+    const dispatcher = new ProxyAgent({ uri: proxyUrl, proxyTunnel: true });
     try {
       const phase = await run(function* () {
         const client = yield* createHttpClient({
@@ -147,7 +147,7 @@ describe("a dispatcher of the user's", () => {
         const client = yield* createHttpClient({
           baseUrl: "http://orders.internal",
           dispatcher: mock,
-          retry: { attempts: 2, backoff: { next: () => 0 } as never },
+          retry: { attempts: 2, backoff: constant(0) },
         });
         return yield* client.getJson("/orders/7");
       });

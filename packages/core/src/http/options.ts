@@ -144,7 +144,7 @@ export interface HttpClientOptions {
  *
  * @example
  * ```ts
- * import { run } from "@keel/core";
+ * import { constant, run } from "@keel/core";
  * import { createHttpClient, type HttpAttemptInfo } from "@keel/core/http";
  * import { createServer } from "node:http";
  * let calls = 0;
@@ -158,7 +158,7 @@ export interface HttpClientOptions {
  * await run(function* () {
  *   const client = yield* createHttpClient({
  *     baseUrl: `http://127.0.0.1:${port}`,
- *     retry: { attempts: 2, backoff: { next: () => 0 } },
+ *     retry: { attempts: 2, backoff: constant(0) },
  *     around: (attempt, info: HttpAttemptInfo) => {
  *       seen.push(`${info.label} #${info.attempt}`);
  *       return attempt;

@@ -3,9 +3,9 @@
  * @module
  */
 import type { Dispatcher } from "undici";
-import { checkDurationMs, invalidRange, invalidType } from "../errors.js";
+import { checkDurationMs, checkOptions, invalidRange, invalidType } from "../errors.js";
 import type { Clock } from "../kernel/clock.js";
-import type { RetryPolicy } from "../resilience/retry.js";
+import { checkRetryPolicy, type RetryPolicy } from "../resilience/retry.js";
 import { type ConnectionBook, originKey } from "./connections.js";
 import type { HttpAttemptHook, HttpClientOptions, HttpTimeouts, RequestOptions } from "./options.js";
 
@@ -85,9 +85,12 @@ interface Target {
 /** Bounds the memory of clients that call ever-new paths (`/orders/1`, `/orders/2`…). */
 const MAX_TARGETS = 256;
 
-export function checkClientOptions(o: HttpClientOptions): ClientBase {
+export function checkClientOptions(options: HttpClientOptions): ClientBase {
+  const o = checkOptions("createHttpClient(options)", options) ?? {};
   let baseUrl: URL | null = null;
   if (o.baseUrl !== undefined) {
+    if (typeof o.baseUrl !== "string")
+      throw invalidType("createHttpClient({ baseUrl })", "an absolute http(s) URL", o.baseUrl);
     try {
       baseUrl = new URL(o.baseUrl);
     } catch {
@@ -105,15 +108,25 @@ export function checkClientOptions(o: HttpClientOptions): ClientBase {
   if (c !== undefined && (typeof c !== "number" || !Number.isInteger(c) || c < 1)) {
     throw invalidRange("createHttpClient({ connections })", "a whole number ≥ 1", c);
   }
+  if (o.keepAlive !== undefined && typeof o.keepAlive !== "boolean")
+    throw invalidType("createHttpClient({ keepAlive })", "a boolean", o.keepAlive);
+  const { deadlineHeader } = o;
+  if (
+    deadlineHeader !== undefined &&
+    deadlineHeader !== false &&
+    (typeof deadlineHeader !== "string" || !deadlineHeader)
+  )
+    throw invalidType("createHttpClient({ deadlineHeader })", "a header name or false", deadlineHeader);
+  if (o.retry !== undefined && o.retry !== false) checkRetryPolicy("createHttpClient({ retry: ", o.retry);
   // Header names are case-insensitive: merged lowercased, so a request's `x-a` replaces the
   // client's `X-A` instead of sending both.
   const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(o.headers ?? {})) headers[k.toLowerCase()] = v;
+  for (const [k, v] of headerEntries("createHttpClient(", o.headers)) headers[k.toLowerCase()] = v;
   return {
     baseUrl,
     headers,
     keepAlive: o.keepAlive ?? true,
-    timeouts: { ...DEFAULT_TIMEOUTS, ...checkTimeouts("createHttpClient({ timeouts })", o.timeouts) },
+    timeouts: { ...DEFAULT_TIMEOUTS, ...checkTimeouts("createHttpClient(", o.timeouts) },
     retry: o.retry ?? {},
     deadlineHeader: o.deadlineHeader ?? false,
     maxResponseBytes: checkMaxBytes("createHttpClient({ maxResponseBytes })", o.maxResponseBytes),
@@ -128,12 +141,51 @@ function checkMaxBytes(where: string, n: number | undefined): number {
   return n;
 }
 
-export function checkTimeouts(where: string, t: HttpTimeouts | undefined): HttpTimeouts {
-  if (t === undefined) return {};
+/**
+ * Checks the timeouts given where `open` says (`"createHttpClient("`, `"request(path, "`), naming
+ * each as written: `createHttpClient({ timeouts: { headersMs } })`.
+ */
+export function checkTimeouts(open: string, t: HttpTimeouts | undefined): HttpTimeouts {
+  const timeouts = checkOptions(`${open}{ timeouts })`, t);
+  if (timeouts === undefined) return {};
   for (const k of ["connectMs", "headersMs", "bodyIdleMs", "totalMs"] as const) {
-    if (t[k] !== undefined) checkDurationMs(`${where.slice(0, -1)}.${k} })`, t[k]);
+    if (timeouts[k] !== undefined) checkDurationMs(`${open}{ timeouts: { ${k} } })`, timeouts[k]);
   }
-  return t;
+  return timeouts;
+}
+
+/** The entries of a headers option given where `open` says: an object whose values are strings. */
+function headerEntries(open: string, headers: Record<string, string> | undefined): [string, string][] {
+  const entries = Object.entries(checkOptions(`${open}{ headers })`, headers) ?? {});
+  for (const [name, value] of entries) {
+    if (typeof value !== "string")
+      throw invalidType(`${open}{ headers: { ${JSON.stringify(name)} } })`, "a string", value);
+  }
+  return entries;
+}
+
+/** Checks a call's options (the client's checks were made once, at `createHttpClient`). */
+function checkRequestOptions(options: RequestOptions): RequestOptions {
+  const o = checkOptions("request(path, options)", options) ?? {};
+  const at = (option: string) => `request(path, { ${option} })`;
+  if (o.method !== undefined && (typeof o.method !== "string" || !o.method))
+    throw invalidType(at("method"), "an HTTP method name", o.method);
+  if (o.body !== undefined && typeof o.body !== "string" && !(o.body instanceof Uint8Array))
+    throw invalidType(at("body"), "a string or a Uint8Array", o.body);
+  if (o.idempotencyKey !== undefined && typeof o.idempotencyKey !== "string")
+    throw invalidType(at("idempotencyKey"), "a string", o.idempotencyKey);
+  if (o.expect !== undefined && o.expect !== false && typeof o.expect !== "function")
+    throw invalidType(at("expect"), "a function of the status, or false", o.expect);
+  if (o.retry !== undefined && o.retry !== false) checkRetryPolicy("request(path, { retry: ", o.retry);
+  for (const [k, v] of Object.entries(checkOptions(at("query"), o.query) ?? {})) {
+    if (v !== undefined && typeof v !== "string" && typeof v !== "number" && typeof v !== "boolean")
+      throw invalidType(
+        `request(path, { query: { ${JSON.stringify(k)} } })`,
+        "a string, number or boolean",
+        v,
+      );
+  }
+  return o;
 }
 
 const below400 = (s: number) => s < 400;
@@ -147,10 +199,11 @@ const always = () => true;
 export function planFor(
   client: ClientState,
   path: string,
-  o: RequestOptions,
+  options: RequestOptions,
   method: string | undefined,
   mode: "response" | "json",
 ): RequestPlan {
+  const o = checkRequestOptions(options);
   const target = targetOf(client, path, o.query);
   if (o.body !== undefined && o.json !== undefined)
     throw invalidType("request(path, { body, json })", "either body or json, not both", "both");
@@ -159,13 +212,13 @@ export function planFor(
       ? client.timeouts
       : ({
           ...client.timeouts,
-          ...checkTimeouts("request(path, { timeouts })", o.timeouts),
+          ...checkTimeouts("request(path, ", o.timeouts),
         } as Required<HttpTimeouts>);
   let headers = client.headers;
   let body: string | Uint8Array | null = o.body ?? null;
   if (o.headers !== undefined || o.json !== undefined || o.idempotencyKey !== undefined) {
     headers = { ...client.headers };
-    for (const [k, v] of Object.entries(o.headers ?? {})) headers[k.toLowerCase()] = v;
+    for (const [k, v] of headerEntries("request(path, ", o.headers)) headers[k.toLowerCase()] = v;
     if (o.json !== undefined) {
       body = JSON.stringify(o.json);
       headers["content-type"] ??= "application/json";

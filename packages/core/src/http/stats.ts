@@ -21,14 +21,14 @@ import type { Dispatcher } from "undici";
  *   yield* (yield* client.get("/")).text();
  *   return client.stats();
  * });
- * console.log(stats.connected, stats.free, stats.running); // 1 1 0
+ * console.log(stats.connected, stats.running, stats.size); // 1 0 0
  * server.close();
  * ```
  */
 export interface HttpPoolStats {
   /** Open connections. */
   readonly connected: number;
-  /** Open connections with no request on them. */
+  /** Open connections with no request on them (undici counts one free a turn after its response ends). */
   readonly free: number;
   /** Requests handed to a connection's queue, not yet written. */
   readonly pending: number;

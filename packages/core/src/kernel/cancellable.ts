@@ -95,9 +95,24 @@ function armAfterDrain(task: CancellableTask, u: Unwinding): void {
 
 function flushBudgets(): void {
   // Arming schedules timers only, never adds here: the list is read in place and then emptied.
+  // Each timer is armed in its task's async context (a host timer keeps the one it was armed in):
+  // what the budget's end runs, a teardown or an `onEvent` handler, must see the task's.
   const list = budgetsAfterDrain;
-  for (let i = 0; i < list.length; i += 2) (list[i] as CancellableTask).armBudget(list[i + 1] as Unwinding);
+  let i = 0;
+  while (i < list.length)
+    i = (list[i] as TaskImpl<unknown>).asyncContext.runInAsyncScope(armBudgets, null, i);
   list.length = 0;
+}
+
+/** Arms the budgets from pair `i` on while their tasks share its async context; returns where it stopped. */
+function armBudgets(i: number): number {
+  const list = budgetsAfterDrain;
+  const context = (list[i] as TaskImpl<unknown>).asyncContext;
+  do {
+    (list[i] as CancellableTask).armBudget(list[i + 1] as Unwinding);
+    i += 2;
+  } while (i < list.length && (list[i] as TaskImpl<unknown>).asyncContext === context);
+  return i;
 }
 
 export abstract class CancellableTask {
@@ -227,7 +242,10 @@ export abstract class CancellableTask {
   /** Throws `Cancelled` here if one is due (entering any Keel operation delivers pending ones). */
   checkpoint(): void {
     const c = this.takeDelivery("normal");
-    if (c) throw c;
+    // Once abandonment is due, the operation goes on to its suspension point, where the runtime
+    // has control and abandons the task: thrown here, the signal would feed a loop that catches
+    // it and enters the operation again without ever yielding (a synchronous infinite loop).
+    if (c && !this.abandonPending) throw c;
   }
 
   /**

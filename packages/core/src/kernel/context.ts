@@ -2,6 +2,7 @@
  * Contexts: values that flow down the task tree, read with `get()` and set for a region with `with()`.
  * @module
  */
+import { invalidType } from "../errors.js";
 import { BoundOp3 } from "./bound-op.js";
 import { CURRENT_TASK, checkOp, iterate, type Op, type Operation } from "./operation.js";
 import { runningTask, type TaskImpl } from "./task.js";
@@ -45,6 +46,7 @@ export type ContextValues = Record<symbol, unknown>;
  * ```
  */
 export function createContext<T>(name: string, defaultValue?: T): Context<T> {
+  if (typeof name !== "string") throw invalidType("createContext(name)", "a string", name);
   const key = Symbol(name);
   // One operation per context, not per `get()`: operations are re-runnable.
   const getOp: Operation<T> = {

@@ -2,7 +2,7 @@
  * `spawn`, `scoped` and `useScope`: children, and the scopes that own them.
  * @module
  */
-import { KeelError } from "../errors.js";
+import { checkOptions, invalidType, KeelError } from "../errors.js";
 import { type AsyncContext, captureAsyncContext } from "./async-context.js";
 import { BoundOp1 } from "./bound-op.js";
 import { currentTask, delegate, taskOf } from "./current.js";
@@ -76,7 +76,10 @@ export function spawnInto<T>(
  */
 export function spawn<T>(op: Op<T>, options?: { name?: string }): Operation<Task<T>> {
   checkOp("spawn(op)", op);
-  return new SpawnOperation(op, options?.name);
+  const name = checkOptions("spawn(op, options)", options)?.name;
+  if (name !== undefined && typeof name !== "string")
+    throw invalidType("spawn(op, { name })", "a string", name);
+  return new SpawnOperation(op, name);
 }
 
 /**

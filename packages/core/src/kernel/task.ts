@@ -697,9 +697,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       at: this.clock.now(),
       message: "abandoned after swallowing its cancellation",
     };
-    // Errors recorded in its scopes (a child that failed, which started this unwinding) are still
-    // its outcome (semantics §2); the outermost scope's first error is the primary.
-    const errors = frames.reverse().flatMap((f) => f.errors ?? []);
+    frames.reverse();
     // Still cancelling while its children finish, but no timer of its own may fire again.
     for (const u of this.unwinding) {
       u.cancelTimer?.();
@@ -707,6 +705,11 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     }
     this.requests = [];
     const settleAbandoned = () => {
+      // Errors recorded in its scopes (a child that failed, which started this unwinding, or one
+      // that fails while it is awaited here) are still its outcome (semantics §2); the outermost
+      // scope's first error is the primary.
+      // One error can be recorded twice (a child's failure, then the body rethrowing it from a join).
+      const errors = [...new Set(frames.flatMap((f) => f.errors ?? []))];
       if (errors.length === 0) {
         this.settle({ state: "cancelled", reason });
         return;

@@ -2,6 +2,7 @@
  * The text form of a task-tree snapshot: what an operator reads to find why a process is stuck.
  * @module
  */
+import { invalidType } from "../errors.js";
 import type { WaitDetail } from "../kernel/operation.js";
 import type { TaskSnapshot } from "./snapshot.js";
 
@@ -35,6 +36,9 @@ import type { TaskSnapshot } from "./snapshot.js";
  * ```
  */
 export function formatTaskTree(s: TaskSnapshot, indent = ""): string {
+  if (typeof s !== "object" || s === null || !Array.isArray(s.children))
+    throw invalidType("formatTaskTree(snapshot)", "a TaskSnapshot (from snapshot(task))", s);
+  if (typeof indent !== "string") throw invalidType("formatTaskTree(snapshot, indent)", "a string", indent);
   const parts = [`${indent}${s.name}#${s.id} ${s.state} ${formatMs(s.ageMs)}`];
   if (s.deadlineLeftMs !== Infinity) parts.push(`deadline in ${formatMs(s.deadlineLeftMs)}`);
   if (s.waitingOn)

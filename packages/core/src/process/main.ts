@@ -2,11 +2,12 @@
  * `main`: run an operation as a process, with signals mapped to cancellation (semantics §8).
  * @module
  */
-import { checkDurationMs, invalidType } from "../errors.js";
+import { checkDurationMs, invalidType, KeelError } from "../errors.js";
 import { describeThrown } from "../format-value.js";
 import type { CancelReason } from "../kernel/cancelled.js";
 import type { Clock } from "../kernel/clock.js";
 import { checkOp, nameOf, type Op } from "../kernel/operation.js";
+import { otherLiveRoots } from "../kernel/roots.js";
 import { setStepWatch, type TaskImpl } from "../kernel/task.js";
 import type { KeelEvent } from "../observe/events.js";
 import { deliver, isoTime, type KeelLogger, type LogEvents, type LogLevel } from "../observe/logger.js";
@@ -66,6 +67,9 @@ export interface MainOptions {
   inspect?: boolean;
 }
 
+/** The process's main root while it runs (semantics §8: one `main` per process). */
+let runningMain: TaskImpl<unknown> | null = null;
+
 /** The conventional exit codes of a process ended by a signal: 128 + the signal's number. */
 const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143 } as const;
 type ShutdownSignal = keyof typeof SIGNAL_EXIT_CODES;
@@ -83,6 +87,11 @@ type ShutdownSignal = keyof typeof SIGNAL_EXIT_CODES;
  * - the shutdown budget runs out, or a second SIGINT/SIGTERM arrives during shutdown: the tree of
  *   what is still running is printed to stderr and the process exits at once, with code 1 (budget)
  *   or 130/143 (the second signal).
+ *
+ * One `main` per process: calling it while another runs throws `KEEL_MAIN_RUNNING`. Roots started
+ * with `run()` beside it share its shutdown: a signal cancels them too (reason `shutdown`), and
+ * before `main` ends the process (any outcome but completion) it cancels the roots still live and
+ * waits for them to unwind, within `shutdownBudgetMs`; the tree printed on an overrun lists them.
  *
  * SIGUSR2 prints the live task tree to stderr and changes nothing else: the way to ask a stuck
  * process what it waits on. While the root runs, `main` keeps the process alive, so a root that only
@@ -106,8 +115,9 @@ type ShutdownSignal = keyof typeof SIGNAL_EXIT_CODES;
  * }, { shutdownBudgetMs: 3000 });
  * ```
  * @throws `TypeError` when `op` is not an operation or an option has the wrong type; `RangeError`
- * for a negative or NaN `cleanupBudgetMs` or `shutdownBudgetMs`, and for an infinite `cleanupBudgetMs` (cleanup is
- * always bounded; an infinite `shutdownBudgetMs` only means no overall deadline). Thrown at the call, before anything
+ * for a negative or NaN `cleanupBudgetMs` or `shutdownBudgetMs`, and for an infinite `cleanupBudgetMs`
+ * (cleanup is always bounded; an infinite `shutdownBudgetMs` only means no overall deadline);
+ * `KeelError` `KEEL_MAIN_RUNNING` while another `main` runs. Thrown at the call, before anything
  * starts or any handler is installed.
  */
 export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
@@ -126,6 +136,13 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
     throw invalidType("main(op, { inspect })", "a boolean", options.inspect);
   const inspect = options.inspect ?? process.env.KEEL_INSPECT === "1";
 
+  if (runningMain) {
+    throw new KeelError(
+      "KEEL_MAIN_RUNNING",
+      `main(op): ${runningMain.path} is already the main of this process; run one main per process ` +
+        "and start other work under it (spawn), or beside it with run()",
+    );
+  }
   const task = run(op, {
     name: name ?? nameOf(op, "main"),
     cleanupBudgetMs,
@@ -174,15 +191,26 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
       (e: unknown) => say("warn", `keel-inspect socket not opened: ${describeThrown(e)}`),
     );
   }
+  runningMain = task as TaskImpl<unknown>;
 
   return new Promise<void>((resolve) => {
     let signalled: ShutdownSignal | null = null;
     let cancelBudget: (() => void) | null = null;
-    let cancelKeepAlive = keepAlive();
+    const cancelKeepAlive = keepAlive();
 
+    /** This root's tree, then every other live root's (`run` beside `main`). */
     const printTree = (headline: string, level: LogLevel = "warn") => {
-      const tree = formatTaskTree(snapshot(task));
+      const tree = [task, ...otherLiveRoots(task)].map((root) => formatTaskTree(snapshot(root))).join("\n");
       say(level, headline, tree, { tree });
+    };
+
+    /** Ends the process once the shutdown budget, counted from `at`, runs out (if it has one). */
+    const armBudget = (at: number) => {
+      if (shutdownBudgetMs === Infinity || cancelBudget) return;
+      cancelBudget = task.clock.schedule(at + shutdownBudgetMs, () => {
+        printTree(`shutdown exceeded its budget of ${shutdownBudgetMs} ms; still running:`);
+        process.exit(1);
+      });
     };
 
     const onShutdownSignal = (signal: ShutdownSignal) => {
@@ -198,14 +226,10 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
       // Armed before the cancellation is delivered, so when the shutdown budget equals the cleanup
       // budget this timer fires first (same instant, registration order) and the process exits 1
       // with the tree of what hung, instead of waiting for the root's cut and abandonment.
-      if (shutdownBudgetMs !== Infinity) {
-        cancelBudget = task.clock.schedule(at + shutdownBudgetMs, () => {
-          printTree(`shutdown exceeded its budget of ${shutdownBudgetMs} ms; still running:`);
-          process.exit(1);
-        });
-      }
+      armBudget(at);
       const reason: CancelReason = { kind: "shutdown", at, message: `received ${signal}` };
-      task.cancelFromOutside(reason);
+      // The whole process shuts down: the other roots (run beside main) unwind alongside.
+      for (const root of [task, ...otherLiveRoots(task)]) root.cancelFromOutside(reason);
     };
     const onSigint = () => onShutdownSignal("SIGINT");
     const onSigterm = () => onShutdownSignal("SIGTERM");
@@ -216,7 +240,7 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
     // Windows has no SIGUSR2; the dump is a diagnostic, so it is simply unavailable there.
     if (process.platform !== "win32") process.on("SIGUSR2", onSigusr2);
 
-    task.onSettled(() => {
+    const release = () => {
       process.off("SIGINT", onSigint);
       process.off("SIGTERM", onSigterm);
       process.off("SIGUSR2", onSigusr2);
@@ -225,21 +249,46 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
       (closeInspect as (() => void) | null)?.();
       if (blockedStepMs !== null) setStepWatch(restoreStepWatch);
       cancelKeepAlive();
-      cancelKeepAlive = () => {};
+      runningMain = null;
+    };
+
+    /**
+     * Exits with `code` once every other root has unwound: they are cancelled (reason `shutdown`)
+     * and awaited within the shutdown budget, so no root's `finally` is cut off by the exit.
+     */
+    const exitWhenAlone = (code: number) => {
+      const others = otherLiveRoots(task);
+      if (others.length === 0) process.exit(code);
+      if (!signalled) {
+        const at = task.clock.now();
+        armBudget(at);
+        const reason: CancelReason = { kind: "shutdown", at, message: `main ${task.path} ended` };
+        for (const root of others) root.cancelFromOutside(reason);
+      }
+      let pending = others.length;
+      for (const root of others) root.whenSettled(() => --pending === 0 && process.exit(code));
+    };
+
+    task.onSettled(() => {
       const final = task.outcome!;
       if (final.state === "completed") {
+        release();
         resolve();
         return;
       }
       if (final.state === "failed") {
         say("error", `${task.path} failed:`, describeError(final.error), { error: final.error });
-        process.exit(1);
+        exitWhenAlone(1);
+        return;
       }
-      if (signalled) process.exit(SIGNAL_EXIT_CODES[signalled]);
+      if (signalled) {
+        exitWhenAlone(SIGNAL_EXIT_CODES[signalled]);
+        return;
+      }
       // Cancelled without a signal (the body threw a `Cancelled` it got from elsewhere): not a
       // success, and not a shutdown either.
       say("error", `${task.path} ended cancelled (${final.reason.kind})`);
-      process.exit(1);
+      exitWhenAlone(1);
     });
 
     /**
@@ -249,7 +298,10 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
      */
     function keepAlive(): () => void {
       const { port1 } = new MessageChannel();
-      port1.on("message", () => {});
+      // Node's typings have `on("message")`, the DOM's `onmessage`; Node has both at run time, and
+      // setting `onmessage` starts and refs the port. Typed by shape, so this file compiles with
+      // `lib: ["DOM"]` as well (checked by packages/core/test/dom/tsconfig.json).
+      (port1 as unknown as { onmessage: (() => void) | null }).onmessage = () => {};
       return () => port1.close();
     }
   });

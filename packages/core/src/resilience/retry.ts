@@ -148,23 +148,10 @@ const defaultBackoff = exponential({ baseMs: 200, factor: 2, maxMs: 3000, jitter
  */
 export function retry<T>(op: Op<T>, policy: RetryPolicy = {}): Operation<T> {
   checkRerunnableOp("retry(op)", op);
+  checkRetryPolicy("retry(op, ", policy);
   const attempts = policy.attempts ?? 5;
-  if (
-    typeof attempts !== "number" ||
-    !(Number.isInteger(attempts) || attempts === Infinity) ||
-    attempts < 1
-  ) {
-    throw invalidRange("retry(op, { attempts })", "a whole number ≥ 1", attempts);
-  }
   const { budgetMs, perAttemptMs } = policy;
-  if (budgetMs !== undefined) checkDurationMs("retry(op, { budgetMs })", budgetMs);
-  if (perAttemptMs !== undefined) checkDurationMs("retry(op, { perAttemptMs })", perAttemptMs);
   const backoff = policy.backoff ?? defaultBackoff;
-  if (typeof backoff?.next !== "function") throw invalidType("retry(op, { backoff })", "a Backoff", backoff);
-  if (policy.retryOn !== undefined && typeof policy.retryOn !== "function")
-    throw invalidType("retry(op, { retryOn })", "a function", policy.retryOn);
-  if (policy.onRetry !== undefined && typeof policy.onRetry !== "function")
-    throw invalidType("retry(op, { onRetry })", "a function", policy.onRetry);
   const retryOn = policy.retryOn ?? isTransient;
   const label = `retry(${nameOf(op, "op")})`;
 
@@ -178,6 +165,33 @@ export function retry<T>(op: Op<T>, policy: RetryPolicy = {}): Operation<T> {
     retryOn,
     policy,
   }) as Operation<T>;
+}
+
+/**
+ * @internal Checks a {@link RetryPolicy} given where `open` says (`"retry(op, "`, or
+ * `"createHttpClient({ retry: "`), so each error names the option as the caller wrote it:
+ * `retry(op, { attempts })`, `createHttpClient({ retry: { attempts } })`.
+ */
+export function checkRetryPolicy(open: string, policy: unknown): asserts policy is RetryPolicy {
+  const close = open.endsWith(": ") ? " })" : ")";
+  const at = (option: string) => `${open}{ ${option} }${close}`;
+  if (typeof policy !== "object" || policy === null || Array.isArray(policy))
+    throw invalidType(`${open}policy${close}`, "a RetryPolicy object", policy);
+  const { attempts, budgetMs, perAttemptMs, backoff, retryOn, onRetry } = policy as RetryPolicy;
+  if (
+    attempts !== undefined &&
+    (typeof attempts !== "number" || !(Number.isInteger(attempts) || attempts === Infinity) || attempts < 1)
+  ) {
+    throw invalidRange(at("attempts"), "a whole number ≥ 1", attempts);
+  }
+  if (budgetMs !== undefined) checkDurationMs(at("budgetMs"), budgetMs);
+  if (perAttemptMs !== undefined) checkDurationMs(at("perAttemptMs"), perAttemptMs);
+  if (backoff !== undefined && typeof backoff?.next !== "function")
+    throw invalidType(at("backoff"), "a Backoff", backoff);
+  if (retryOn !== undefined && typeof retryOn !== "function")
+    throw invalidType(at("retryOn"), "a function", retryOn);
+  if (onRetry !== undefined && typeof onRetry !== "function")
+    throw invalidType(at("onRetry"), "a function", onRetry);
 }
 
 function* runRetry<T>(config: RetryConfig<T>): Generator<unknown, T, unknown> {

@@ -2,7 +2,7 @@
  * `createSemaphore`: a fixed number of permits, handed out in FIFO order.
  * @module
  */
-import { invalidRange } from "../errors.js";
+import { checkOptions, invalidRange, invalidType } from "../errors.js";
 import { BoundOp1, BoundOp2 } from "../kernel/bound-op.js";
 import { taskOf } from "../kernel/current.js";
 import {
@@ -146,7 +146,10 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
   if (typeof permits !== "number" || !Number.isInteger(permits) || permits < 1) {
     throw invalidRange("createSemaphore(permits)", "a whole number ≥ 1", permits);
   }
-  return new SemaphoreImpl(permits, options.name ?? "semaphore");
+  const name = checkOptions("createSemaphore(permits, options)", options)?.name;
+  if (name !== undefined && typeof name !== "string")
+    throw invalidType("createSemaphore(permits, { name })", "a string", name);
+  return new SemaphoreImpl(permits, name ?? "semaphore");
 }
 
 /** What a queued waiter reads for its description and tells when it leaves. */

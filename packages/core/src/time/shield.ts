@@ -2,7 +2,7 @@
  * `shield`: work that must finish survives an outer cancellation, for a bounded time.
  * @module
  */
-import { checkDurationMs, isTimeoutError } from "../errors.js";
+import { checkDurationMs, checkOptions, isTimeoutError } from "../errors.js";
 import { BoundOp3 } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import { withContextValue } from "../kernel/context.js";
@@ -38,7 +38,7 @@ import { timeoutScope } from "./timeout.js";
  */
 export function shield<T>(op: Op<T>, options?: { limitMs?: number }): Operation<T> {
   checkOp("shield(op)", op);
-  const limitOption = options?.limitMs;
+  const limitOption = checkOptions("shield(op, options)", options)?.limitMs;
   if (limitOption !== undefined) checkDurationMs("shield(op, { limitMs })", limitOption, false);
   const name = `shield(${nameOf(op, "op")})`;
   return new BoundOp3(runShielded, op, limitOption, name) as Operation<T>;

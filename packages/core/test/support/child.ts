@@ -9,8 +9,15 @@ import { fileURLToPath } from "node:url";
 import { afterEach } from "vitest";
 
 const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
-/** How long to wait for a line or an exit before failing the test with what the child printed. */
-const WAIT_MS = 10_000;
+/**
+ * How long to wait for a line before failing the test with what the child printed: a hang guard,
+ * not a timing check (starting tsx alone takes seconds on a busy machine). Test files that start
+ * children raise their test timeout above it (see {@link CHILD_TEST_TIMEOUT_MS}).
+ */
+const WAIT_MS = 45_000;
+
+/** The test timeout for a test that starts a child process and waits for it. */
+export const CHILD_TEST_TIMEOUT_MS = 60_000;
 
 export interface Exit {
   readonly code: number | null;

@@ -1,0 +1,138 @@
+/**
+ * The BullMQ engine against the real Redis at 127.0.0.1:6379 (each test its own prefix, its keys
+ * removed). Without Redis the suite is skipped with one line saying how to start it; with
+ * `KEEL_REQUIRE_REDIS=1` (as `.ci/run` sets it) a missing Redis fails instead.
+ */
+import { createConnection } from "node:net";
+import { constant, type Operation, run, sleep, spawn, suspend } from "@keel/core";
+import { useWorker, type Worker } from "@keel/worker";
+import { type BullQueueHandle, useBullQueue } from "@keel/worker/bullmq";
+import { describe, expect, it } from "vitest";
+
+const START_REDIS =
+  'start Redis with: redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no';
+
+const redisUp = await new Promise<boolean>((resolve) => {
+  const probe = createConnection(6379, "127.0.0.1");
+  probe.on("connect", () => {
+    probe.destroy();
+    resolve(true);
+  });
+  probe.on("error", () => resolve(false));
+});
+if (!redisUp) {
+  if (process.env.KEEL_REQUIRE_REDIS === "1")
+    throw new Error(`KEEL_REQUIRE_REDIS=1 and no Redis at 127.0.0.1:6379: ${START_REDIS}`);
+  console.log(`BullMQ suite skipped: no Redis at 127.0.0.1:6379; ${START_REDIS}`);
+}
+
+/** Runs `body` with a fresh queue on its own prefix, removing its keys after. */
+async function withBull<R>(body: (queue: BullQueueHandle<string>) => Operation<R>): Promise<R> {
+  return run(function* test() {
+    const queue = yield* useBullQueue<string>({
+      name: "contract",
+      connection: { host: "127.0.0.1", port: 6379 },
+      prefix: `keel-test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+    });
+    try {
+      return yield* body(queue);
+    } finally {
+      yield* queue.obliterate();
+    }
+  });
+}
+
+function* settled(queue: BullQueueHandle<string>, n: number): Generator<unknown, void, unknown> {
+  for (;;) {
+    const c = yield* queue.counts();
+    if (c.completed + c.deadLettered >= n) return;
+    yield* sleep(20);
+  }
+}
+
+describe.skipIf(!redisUp)("the BullMQ engine (real Redis)", () => {
+  it("add with an id already waiting adds nothing and says so", async () => {
+    const r = await withBull(function* (queue) {
+      return [yield* queue.add("a", { id: "x" }), yield* queue.add("b", { id: "x" }), yield* queue.counts()];
+    });
+    expect(r.slice(0, 2)).toEqual([
+      { id: "x", added: true },
+      { id: "x", added: false },
+    ]);
+    expect(r[2]).toMatchObject({ waiting: 1 });
+  });
+
+  it("refuses a payload BullMQ cannot store, with nothing added", async () => {
+    const counts = await withBull(function* (queue) {
+      const circular: Record<string, unknown> = {};
+      circular.self = circular;
+      expect(() => queue.add(circular as never)).toThrow(
+        /queue\(contract\)\.add\(data\): expected a payload BullMQ can store as JSON/,
+      );
+      expect(() => queue.add(10n as never)).toThrow(TypeError);
+      return yield* queue.counts();
+    });
+    expect(counts.waiting).toBe(0);
+  });
+
+  it("runs jobs to one outcome each: completed, retried then completed, rejected with its reason and history", async () => {
+    const { dead, counts, stats } = await withBull(function* (queue) {
+      let flaky = 0;
+      const worker = yield* useWorker(
+        queue,
+        function* handle(job) {
+          if (job.data === "flaky" && ++flaky === 1) throw Object.assign(new Error("busy"), { status: 503 });
+          if (job.data === "bad") throw new TypeError("invalid");
+          yield* job.progress(100);
+        },
+        { concurrency: 2, retry: { backoff: constant(50) } },
+      );
+      yield* queue.add("ok", { id: "j-ok" });
+      yield* queue.add("flaky", { id: "j-flaky" });
+      yield* queue.add("bad", { id: "j-bad" });
+      yield* settled(queue, 3);
+      return {
+        dead: yield* queue.deadLetters(),
+        counts: yield* queue.counts(),
+        stats: yield* worker.stats(),
+      };
+    });
+    expect(counts).toMatchObject({ completed: 2, deadLettered: 1, active: 0, waiting: 0, delayed: 0 });
+    expect(stats).toMatchObject({ completed: 2, retried: 1, deadLettered: { rejected: 1 } });
+    expect(dead).toHaveLength(1);
+    expect(dead[0]).toMatchObject({ id: "j-bad", data: "bad", reason: "rejected", error: "invalid" });
+    expect(dead[0]!.history).toHaveLength(1);
+  }, 30_000);
+
+  it("a job cut at shutdown is released to Redis with its attempt unspent", async () => {
+    const { report, counts, again } = await withBull(function* (queue) {
+      let worker: Worker | null = null;
+      const service = yield* spawn(function* service() {
+        worker = yield* useWorker(
+          queue,
+          function* hang() {
+            yield* suspend();
+          },
+          { drainMs: 100, cleanupBudgetMs: 200, closeCapMs: 2000 },
+        );
+        yield* suspend();
+      });
+      yield* queue.add("x", { id: "j-hang" });
+      while ((yield* queue.counts()).active < 1) yield* sleep(10);
+      yield* service.cancel();
+      const counts = yield* queue.counts();
+      const attempts: number[] = [];
+      const again = yield* spawn(function* again() {
+        yield* useWorker(queue, function* record(job) {
+          attempts.push(job.attempt);
+        });
+        yield* settled(queue, 1);
+      });
+      yield* again;
+      return { report: (worker as Worker | null)?.shutdownReport ?? null, counts, again: attempts };
+    });
+    expect(report).toMatchObject({ inFlightAtStop: 1, released: 1, closeTimedOut: false });
+    expect(counts).toMatchObject({ waiting: 1, active: 0 });
+    expect(again).toEqual([1]);
+  }, 30_000);
+});

@@ -137,20 +137,11 @@ interface TaskExtras<T> {
  */
 let running: TaskImpl<unknown> | null = null;
 
-/** What times each step of every task, while a `main` with `blockedStepMs` runs (null otherwise). */
+/** What times each step of every task, while a `main` with `blockedStepMs` runs. */
 export interface StepWatch {
   readonly thresholdMs: number;
   /** A monotonic host clock (`performance.now`): a blocked step is host time, whatever the tree's clock. */
   now(): number;
-}
-
-let stepWatch: StepWatch | null = null;
-
-/** @internal Installs (or, with null, removes) the step watch; returns the one it replaced. */
-export function setStepWatch(watch: StepWatch | null): StepWatch | null {
-  const before = stepWatch;
-  stepWatch = watch;
-  return before;
 }
 
 /** @internal The task executing now, or null (see `running`). */
@@ -421,19 +412,6 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
    * Two arguments, not an Outcome: this runs for every resumption, and most would allocate one.
    */
   private advance(ok: boolean, value: unknown): void {
-    const watch = stepWatch;
-    if (watch === null) {
-      this.advanceBody(ok, value);
-      return;
-    }
-    const from = watch.now();
-    this.advanceBody(ok, value);
-    const tookMs = watch.now() - from;
-    if (tookMs >= watch.thresholdMs)
-      this.emit({ type: "task:blocked", durationMs: Math.round(tookMs), thresholdMs: watch.thresholdMs });
-  }
-
-  private advanceBody(ok: boolean, value: unknown): void {
     for (;;) {
       if (this.abandonPending) {
         this.abandon();
@@ -944,4 +922,34 @@ function settledFrame(): Frame {
     sharedSettledFrame.bodySettled = true;
   }
   return sharedSettledFrame;
+}
+
+/** The step method, as `setStepWatch` swaps it (a private method, reached through the prototype). */
+interface Stepping {
+  advance(this: TaskImpl<unknown>, ok: boolean, value: unknown): void;
+}
+const steppingProto = TaskImpl.prototype as unknown as Stepping;
+const plainAdvance = steppingProto.advance;
+let stepWatch: StepWatch | null = null;
+
+/**
+ * @internal Installs (or, with null, removes) the step watch; returns the one it replaced. While one
+ * is installed, the task's step method is a timed wrapper of the plain one: swapped on the
+ * prototype, so with no watch the kernel runs exactly its plain code, with no check per step.
+ */
+export function setStepWatch(watch: StepWatch | null): StepWatch | null {
+  const before = stepWatch;
+  stepWatch = watch;
+  steppingProto.advance = watch === null ? plainAdvance : timedAdvance(watch);
+  return before;
+}
+
+function timedAdvance(watch: StepWatch): Stepping["advance"] {
+  return function advance(this: TaskImpl<unknown>, ok: boolean, value: unknown): void {
+    const from = watch.now();
+    plainAdvance.call(this, ok, value);
+    const tookMs = watch.now() - from;
+    if (tookMs >= watch.thresholdMs)
+      this.emit({ type: "task:blocked", durationMs: Math.round(tookMs), thresholdMs: watch.thresholdMs });
+  };
 }

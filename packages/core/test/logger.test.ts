@@ -180,6 +180,7 @@ describe("pinoLogger", () => {
               yield* suspend();
             } finally {
               // An error beats a cancellation: the TimeoutError is attached to it, and reported.
+              // biome-ignore lint/correctness/noUnsafeFinally: the case under test.
               throw new Error("flush failed");
             }
           });

@@ -1,6 +1,6 @@
 /**
  * The documentation's examples run, so they cannot rot: every program in docs/examples/ and every
- * TSDoc `@example` block in packages/core/src, packages/testing/src and packages/worker/src.
+ * TSDoc `@example` block in packages/core/src, packages/testing/src, packages/worker/src and packages/otel/src.
  *
  * Both sets run through docs/test/run-examples.ts, one child process per set (the two run in
  * parallel): starting `tsx` once per program would cost more than all the programs together.
@@ -86,6 +86,7 @@ function collectTsdocExamples(): TsdocExample[] {
       (n) => n.endsWith(".ts") && !n.endsWith(".test.ts"),
     ),
     ...listFiles(path.join(root, "packages/worker/src"), (n) => n.endsWith(".ts") && !n.endsWith(".test.ts")),
+    ...listFiles(path.join(root, "packages/otel/src"), (n) => n.endsWith(".ts") && !n.endsWith(".test.ts")),
   ];
   const examples: TsdocExample[] = [];
   const used = new Map<string, number>();

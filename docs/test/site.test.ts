@@ -5,7 +5,7 @@
  * guide's front page and the navigation with every package's entry points, named as users import
  * them.
  *
- * The site is built here when `docs/site/` has none (CI builds it first, with `npm run docs`, whose
+ * The site is built here when `docs/site/` has none or is older than its sources (CI builds it first, with `npm run docs`, whose
  * typedoc validation fails on broken links and undocumented exports). Without Chromium the test is
  * skipped with one line saying how to install it, unless `KEEL_REQUIRE_CHROMIUM=1` (CI) makes that a
  * failure.
@@ -99,6 +99,33 @@ function entryPoints(): string[] {
   });
 }
 
+/** Newest modification time under `dir` of the files `keep` accepts (0 when there is none). */
+function newestMtimeMs(dir: string, keep: (name: string) => boolean): number {
+  if (!existsSync(dir)) return 0;
+  return readdirSync(dir, { withFileTypes: true }).reduce((newest, entry) => {
+    if (entry.name === "node_modules" || entry.name === "dist") return newest;
+    const full = path.join(dir, entry.name);
+    const t = entry.isDirectory() ? newestMtimeMs(full, keep) : keep(entry.name) ? statSync(full).mtimeMs : 0;
+    return Math.max(newest, t);
+  }, 0);
+}
+
+/**
+ * A site older than the guide, the sources or the typedoc settings is rebuilt: a site left by an
+ * earlier build would be checked against packages and pages it does not have.
+ */
+function siteIsStale(): boolean {
+  const index = path.join(site, "index.html");
+  if (!existsSync(index)) return true;
+  const built = statSync(index).mtimeMs;
+  const sources = Math.max(
+    newestMtimeMs(path.join(root, "docs", "guide"), (n) => n.endsWith(".md")),
+    newestMtimeMs(path.join(root, "packages"), (n) => n.endsWith(".ts") || n === "package.json"),
+    statSync(path.join(root, "docs", "typedoc.json")).mtimeMs,
+  );
+  return sources > built;
+}
+
 function htmlFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const full = path.join(dir, entry.name);
@@ -111,7 +138,7 @@ describe.skipIf(!chromium && !required)("the docs site", () => {
   let server: Server | undefined;
 
   beforeAll(() => {
-    if (!existsSync(path.join(site, "index.html")))
+    if (siteIsStale())
       execFileSync(process.execPath, [path.join(root, "scripts", "docs-site.mjs")], { stdio: "inherit" });
   }, 300_000);
 

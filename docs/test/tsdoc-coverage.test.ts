@@ -21,6 +21,7 @@ const barrels = [
   "packages/testing/src/index.ts",
   "packages/worker/src/index.ts",
   "packages/worker/src/bullmq/index.ts",
+  "packages/otel/src/index.ts",
 ];
 
 /** One name a barrel exports: the public name, and the name it has where it comes from. */

@@ -40,6 +40,7 @@ export type { Task, TaskState } from "./kernel/task.js";
 // Emitting into the event stream from packages built on Keel (@keel/worker).
 export { emitEvent, type PackageEventInput } from "./observe/emit.js";
 export type { KeelEvent, KeelEventType } from "./observe/events.js";
+export { KEEL_CHANNELS } from "./observe/events.js";
 export {
   type KeelLogger,
   type LogEvents,

@@ -6,7 +6,7 @@ import { checkDurationMs, invalidType } from "./errors.js";
 import { describeThrown } from "./format-value.js";
 import { captureAsyncContext } from "./kernel/async-context.js";
 import type { Clock } from "./kernel/clock.js";
-import type { ContextValues } from "./kernel/context.js";
+import type { ContextValues } from "./kernel/context-values.js";
 import { WARN_NO_DEADLINE_KEY } from "./kernel/deadline-missing.js";
 import { checkOp, nameOf, type Op } from "./kernel/operation.js";
 import { RANDOM_CONTEXT_KEY, type RandomSource } from "./kernel/random.js";

@@ -5,7 +5,7 @@
  * @module
  */
 import { createContext } from "effection";
-import type { ContextValues } from "../kernel/context.js";
+import type { ContextValues } from "../kernel/context-values.js";
 import type { TaskImpl } from "../kernel/task.js";
 
 /** What `fromEffection` hands to the effection code it runs. */

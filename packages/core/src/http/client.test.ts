@@ -524,18 +524,22 @@ describe("createHttpClient: a request in the task tree and the event stream", ()
       "http:request@0",
       "http:connect@0",
       "http:timeout headers 300@300",
+      "http:error@300",
       "retry:attempt 1@300",
       "http:request@300",
       "http:connect@300",
       "http:headers 503@300",
       // The 503's (empty) body was read for the error's excerpt.
       "http:body@300",
+      // The attempt ends in its HttpError: no response handed over.
+      "http:error@300",
       "retry:sleep 100@300",
       "retry:attempt 2@400",
       "http:request@400",
       "http:connect@400",
       "http:headers 200@400",
       "http:body@400",
+      "retry:success@400",
     ]);
     // The phase limit reports what its timeout scope would (semantics §9), owned by that phase.
     const fired = h.eventsOf("timeout:fire");

@@ -28,7 +28,8 @@ export interface Exchange extends Suspension<void>, AttemptTimer {
   readonly interruptible: "normal";
   description: string;
   readonly plan: RequestPlan;
-  readonly headersSent: Record<string, string>;
+  /** Replaced (never mutated: it may be the plan's) by an `http:request` listener's `setHeader`. */
+  headersSent: Record<string, string>;
   stage: ExchangeStage;
   /** Set once the request was handed to a connected socket: from then on it may have reached the server. */
   written: boolean;

@@ -6,7 +6,7 @@
  * around the loop, since it must also end the loop's pauses.
  * @module
  */
-
+import { invalidType } from "../errors.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import { taskOf } from "../kernel/current.js";
 import { checkDeadline } from "../kernel/deadline-missing.js";
@@ -190,7 +190,7 @@ function* attempt(
   const startedAt = clock.now();
   // Per-phase events are built only for a listener: this is every request's path.
   const listening = task.runtime.listening;
-  if (listening) task.emit({ type: "http:request", method, url: href });
+  if (listening) emitRequest(task, ex);
   let handedOver = false;
   try {
     ex.start();
@@ -254,6 +254,8 @@ function* attempt(
     return res;
   } catch (e) {
     if (!ex.written && !isCancelled(e) && typeof e === "object" && e !== null) neverSent.add(e);
+    if (listening)
+      task.emit({ type: "http:error", method, url: href, error: e, elapsedMs: clock.now() - startedAt });
     throw e;
   } finally {
     stopTimer(ex);
@@ -261,6 +263,30 @@ function* attempt(
     if (!handedOver && ex.stage !== "done")
       ex.abort(new Error(`${plan.label}: the attempt ended before a response`));
   }
+}
+
+/**
+ * Emits `http:request` with a `setHeader` that adds a header to this attempt (a trace context); it
+ * works only inside the event's delivery, which comes before the request is dispatched.
+ */
+function emitRequest(task: TaskImpl<unknown>, ex: Exchange): void {
+  const { method, href } = ex.plan;
+  let open = true;
+  const setHeader = (name: string, value: string): void => {
+    if (typeof name !== "string" || typeof value !== "string")
+      throw invalidType(
+        "http:request event's setHeader(name, value)",
+        "two strings",
+        typeof name === "string" ? value : name,
+      );
+    if (!open)
+      throw new RangeError(
+        `http:request event's setHeader(${name}): only while the event is delivered, before the request is sent`,
+      );
+    ex.headersSent = { ...ex.headersSent, [name.toLowerCase()]: value };
+  };
+  task.emit({ type: "http:request", method, url: href, setHeader });
+  open = false;
 }
 
 /**

@@ -8,57 +8,17 @@
 import type { KeelEventInput } from "../observe/events.js";
 import { Cancelled, type CancelReason } from "./cancelled.js";
 import type { Clock } from "./clock.js";
-import type { ContextValues } from "./context.js";
-import { Frame, sequence } from "./frame.js";
+import type { ContextValues } from "./context-values.js";
+import { type CancelRequest, Frame, sequence, type Unwinding } from "./frame.js";
 import type { Interruptible, Outcome, Suspension } from "./operation.js";
 import { enqueue, type Runnable, whenDrained } from "./scheduler.js";
-import type { TaskImpl } from "./task.js";
+import type { TreeTask } from "./tree-task.js";
 
 export const CLOCK_KEY: unique symbol = Symbol("keel.clock");
 export const BUDGET_KEY: unique symbol = Symbol("keel.cleanup-budget");
 export const DEFAULT_CLEANUP_BUDGET_MS = 5000;
 /** After a cut, this many immediate throws (a loop that keeps swallowing) abandon the task at once. */
 export const HARD_THROW_LIMIT = 1000;
-
-/** A cancellation request: counted until the frame that made it exits (never, when from outside). */
-export interface CancelRequest {
-  /**
-   * The frame that made it; null for a request from outside, which belongs to the task's root (the
-   * outermost claim) without needing the root frame to exist.
-   */
-  readonly frame: Frame | null;
-  readonly reason: CancelReason;
-  readonly external: boolean;
-  /** The unwinding that delivered it, or null while it waits for a suspension point. */
-  deliveredIn: Unwinding | null;
-  /**
-   * When its cleanup budget starts: when it was counted (semantics §5: a wait that defers delivery,
-   * such as a scope waiting for its children, is charged to the budget), moved later only by the
-   * time the task spent waiting at a shield, which the shield's limit bounds instead (§6).
-   */
-  since: number;
-}
-
-/**
- * One delivered `Cancelled` and the cleanup it started. Invariant: it lives while any request it
- * delivered is still counted; frames entered after `seq` are fresh for it (their requests are
- * delivered inside them), frames entered before are covered (their new requests wait).
- */
-export interface Unwinding {
-  readonly seq: number;
-  readonly cancelled: Cancelled;
-  /** When its budget started: the earliest `since` of the requests it delivered (never later than delivery). */
-  readonly at: number;
-  readonly budgetMs: number;
-  readonly cleanupDeadline: number;
-  /** Invariant: the number of counted requests whose `deliveredIn` is this unwinding. */
-  carried: number;
-  /** Set when the budget ran out: every suspension point then throws `hardCancelled` at once. */
-  hardCancelled: Cancelled | null;
-  /** The budget ran out while the task waited for its children: cut when that wait ends. */
-  cutDeferred: boolean;
-  cancelTimer: (() => void) | null;
-}
 
 export interface Current extends Runnable {
   readonly s: Suspension;
@@ -99,19 +59,18 @@ function flushBudgets(): void {
   // what the budget's end runs, a teardown or an `onEvent` handler, must see the task's.
   const list = budgetsAfterDrain;
   let i = 0;
-  while (i < list.length)
-    i = (list[i] as TaskImpl<unknown>).asyncContext.runInAsyncScope(armBudgets, null, i);
+  while (i < list.length) i = (list[i] as TreeTask).asyncContext.runInAsyncScope(armBudgets, null, i);
   list.length = 0;
 }
 
 /** Arms the budgets from pair `i` on while their tasks share its async context; returns where it stopped. */
 function armBudgets(i: number): number {
   const list = budgetsAfterDrain;
-  const context = (list[i] as TaskImpl<unknown>).asyncContext;
+  const context = (list[i] as TreeTask).asyncContext;
   do {
     (list[i] as CancellableTask).armBudget(list[i + 1] as Unwinding);
     i += 2;
-  } while (i < list.length && (list[i] as TaskImpl<unknown>).asyncContext === context);
+  } while (i < list.length && (list[i] as TreeTask).asyncContext === context);
   return i;
 }
 
@@ -447,7 +406,7 @@ export abstract class CancellableTask {
     const parent = this.top;
     const deadline = Math.min(ownDeadline, this.effectiveDeadline());
     const f = new Frame(
-      this as unknown as TaskImpl<unknown>,
+      this as unknown as TreeTask,
       parent,
       kind,
       label,

@@ -31,9 +31,6 @@ export interface Context<T> {
   with<R>(value: T, op: Op<R>): Operation<R>;
 }
 
-/** Contexts as stored on a scope frame: a prototype chain keyed by each context's symbol. */
-export type ContextValues = Record<symbol, unknown>;
-
 /**
  * Creates a context.
  *

@@ -13,7 +13,7 @@ import {
   type Waiter,
 } from "./operation.js";
 import { shapes } from "./shapes.js";
-import type { TaskImpl } from "./task.js";
+import type { TreeTask } from "./tree-task.js";
 
 /**
  * Ends `frame` with its operation's `outcome`: cancels the task children still running (reason
@@ -22,7 +22,7 @@ import type { TaskImpl } from "./task.js";
  * the one being unwound.
  */
 export function exitFrame<T>(
-  task: TaskImpl<unknown>,
+  task: TreeTask,
   frame: Frame,
   outcome: Outcome<T>,
   convert?: () => Error,
@@ -38,7 +38,7 @@ export function exitFrame<T>(
  * only catch it again (a retry loop), so a failure costs no second throw.
  */
 export function exitFrameOutcome<T>(
-  task: TaskImpl<unknown>,
+  task: TreeTask,
   frame: Frame,
   outcome: Outcome<T>,
   convert?: () => Error,
@@ -54,7 +54,7 @@ function beginExit<T>(frame: Frame, outcome: Outcome<T>): void {
 }
 
 function* exitAfterChildrenOutcome<T>(
-  task: TaskImpl<unknown>,
+  task: TreeTask,
   frame: Frame,
   outcome: Outcome<T>,
   convert: (() => Error) | undefined,
@@ -64,7 +64,7 @@ function* exitAfterChildrenOutcome<T>(
 }
 
 function* exitAfterChildren<T>(
-  task: TaskImpl<unknown>,
+  task: TreeTask,
   frame: Frame,
   outcome: Outcome<T>,
   convert: (() => Error) | undefined,
@@ -80,7 +80,7 @@ function* exitAfterChildren<T>(
  */
 class SettleNow<T, R> implements Iterable<Instruction, R, unknown>, Iterator<Instruction, R, unknown> {
   constructor(
-    private readonly task: TaskImpl<unknown>,
+    private readonly task: TreeTask,
     private readonly frame: Frame,
     private readonly outcome: Outcome<T>,
     private readonly convert: (() => Error) | undefined,
@@ -174,7 +174,7 @@ const CHILDREN_DONE: Outcome<void> = Object.freeze({ ok: true, value: undefined 
  * cancellation; later errors are attached to the first.
  */
 function settleOutcome<T>(
-  task: TaskImpl<unknown>,
+  task: TreeTask,
   frame: Frame,
   outcome: Outcome<T>,
   convert: (() => Error) | undefined,

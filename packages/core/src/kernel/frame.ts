@@ -8,11 +8,10 @@
  * @module
  */
 
-import type { CancelRequest } from "./cancellable.js";
-import type { ScopeInfo } from "./cancelled.js";
-import type { ContextValues } from "./context.js";
+import type { Cancelled, CancelReason, ScopeInfo } from "./cancelled.js";
+import type { ContextValues } from "./context-values.js";
 import { shapes } from "./shapes.js";
-import type { TaskImpl } from "./task.js";
+import type { TreeTask } from "./tree-task.js";
 
 let nextFrameId = 1;
 let nextSeq = 1;
@@ -22,10 +21,50 @@ export function sequence(): number {
   return nextSeq++;
 }
 
+/** A cancellation request: counted until the frame that made it exits (never, when from outside). */
+export interface CancelRequest {
+  /**
+   * The frame that made it; null for a request from outside, which belongs to the task's root (the
+   * outermost claim) without needing the root frame to exist.
+   */
+  readonly frame: Frame | null;
+  readonly reason: CancelReason;
+  readonly external: boolean;
+  /** The unwinding that delivered it, or null while it waits for a suspension point. */
+  deliveredIn: Unwinding | null;
+  /**
+   * When its cleanup budget starts: when it was counted (semantics §5: a wait that defers delivery,
+   * such as a scope waiting for its children, is charged to the budget), moved later only by the
+   * time the task spent waiting at a shield, which the shield's limit bounds instead (§6).
+   */
+  since: number;
+}
+
+/**
+ * One delivered `Cancelled` and the cleanup it started. Invariant: it lives while any request it
+ * delivered is still counted; frames entered after `seq` are fresh for it (their requests are
+ * delivered inside them), frames entered before are covered (their new requests wait).
+ */
+export interface Unwinding {
+  readonly seq: number;
+  readonly cancelled: Cancelled;
+  /** When its budget started: the earliest `since` of the requests it delivered (never later than delivery). */
+  readonly at: number;
+  readonly budgetMs: number;
+  readonly cleanupDeadline: number;
+  /** Invariant: the number of counted requests whose `deliveredIn` is this unwinding. */
+  carried: number;
+  /** Set when the budget ran out: every suspension point then throws `hardCancelled` at once. */
+  hardCancelled: Cancelled | null;
+  /** The budget ran out while the task waited for its children: cut when that wait ends. */
+  cutDeferred: boolean;
+  cancelTimer: (() => void) | null;
+}
+
 /** How a frame wants its children's settlements handled (groups override the default). */
 export interface ChildPolicy {
   /** Called after a child settles and has been removed from `children`. */
-  onChildSettled(child: TaskImpl<unknown>): void;
+  onChildSettled(child: TreeTask): void;
 }
 
 const BODY_SETTLED = 1;
@@ -109,7 +148,7 @@ export class Frame implements ScopeInfo {
   }
 
   constructor(
-    readonly task: TaskImpl<unknown>,
+    readonly task: TreeTask,
     readonly parent: Frame | null,
     readonly kind: string,
     /** The scope's name in messages; null for a task's root frame, which takes the task's name. */
@@ -139,7 +178,7 @@ export class Frame implements ScopeInfo {
     return false;
   }
 
-  addChild(child: TaskImpl<unknown>): void {
+  addChild(child: TreeTask): void {
     (this.children ??= new ChildList()).add(child);
   }
 
@@ -198,28 +237,28 @@ export class Frame implements ScopeInfo {
 
 /** The sibling links a task carries for its owner's {@link ChildList}. */
 export interface Sibling {
-  prevSibling: TaskImpl<unknown> | null;
-  nextSibling: TaskImpl<unknown> | null;
+  prevSibling: TreeTask | null;
+  nextSibling: TreeTask | null;
 }
 
 /**
  * A frame's live children as an intrusive doubly linked list: O(1) add and remove with no hashing
  * (a fan-out of 100k children made a `Set` the hottest part of spawn). Iterates in spawn order.
  */
-export class ChildList implements Iterable<TaskImpl<unknown>> {
-  private head: TaskImpl<unknown> | null = null;
+export class ChildList implements Iterable<TreeTask> {
+  private head: TreeTask | null = null;
   /** The oldest live child; follow `nextSibling` to walk the list without an iterator. */
-  get first(): TaskImpl<unknown> | null {
+  get first(): TreeTask | null {
     return this.head;
   }
-  private tail: TaskImpl<unknown> | null = null;
+  private tail: TreeTask | null = null;
   /** The newest live child; follow `prevSibling` to walk the list backwards. */
-  get last(): TaskImpl<unknown> | null {
+  get last(): TreeTask | null {
     return this.tail;
   }
   size = 0;
 
-  add(child: TaskImpl<unknown>): void {
+  add(child: TreeTask): void {
     const c = child as unknown as Sibling;
     c.prevSibling = this.tail;
     c.nextSibling = null;
@@ -229,7 +268,7 @@ export class ChildList implements Iterable<TaskImpl<unknown>> {
     this.size++;
   }
 
-  delete(child: TaskImpl<unknown>): boolean {
+  delete(child: TreeTask): boolean {
     const c = child as unknown as Sibling;
     // A task is only ever in its owner's list, so linked (or the only one) means in this one.
     if (c.prevSibling === null && this.head !== child) return false;
@@ -242,7 +281,7 @@ export class ChildList implements Iterable<TaskImpl<unknown>> {
     return true;
   }
 
-  *[Symbol.iterator](): Iterator<TaskImpl<unknown>> {
+  *[Symbol.iterator](): Iterator<TreeTask> {
     for (let t = this.head; t; t = (t as unknown as Sibling).nextSibling) yield t;
   }
 }

@@ -20,15 +20,14 @@ import type { AsyncContext } from "./async-context.js";
 import {
   BUDGET_KEY,
   CancellableTask,
-  type CancelRequest,
   CLOCK_KEY,
   type Current,
   DEFAULT_CLEANUP_BUDGET_MS,
 } from "./cancellable.js";
 import { Cancelled, type CancelReason, isCancelled } from "./cancelled.js";
 import { type Clock, stampNow } from "./clock.js";
-import type { ContextValues } from "./context.js";
-import { Frame } from "./frame.js";
+import type { ContextValues } from "./context-values.js";
+import { type CancelRequest, Frame } from "./frame.js";
 import { closeNext } from "./frame-exit.js";
 import {
   ASK_TASK,
@@ -47,6 +46,13 @@ import {
 import { notAnInstruction, type Runtime } from "./runtime.js";
 
 export { BUDGET_KEY, type CancelRequest, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS };
+
+// Names this class for the files it is built on (`tree-task.ts`), which cannot import this one.
+declare module "./tree-task.js" {
+  interface TaskSlot {
+    readonly task: TaskImpl<unknown>;
+  }
+}
 
 import { enqueue } from "./scheduler.js";
 import { shapes } from "./shapes.js";
@@ -217,6 +223,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.startedAt = stampNow(clock);
     this.rootDeadline = init.deadline;
     this.rootContexts = init.contexts;
+    if (init.parent === null) this.runtime.rootId = this.id;
     // Task starts and settles are the hot path: build their events only for a listener.
     if (this.runtime.listening)
       this.emit({ type: "task:start", name: this.name, parentId: this.parent?.id ?? null });
@@ -764,7 +771,13 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   emit(event: KeelEventInput): void {
     if (!this.runtime.listening && !warningEvents.has(event.type)) return;
-    this.runtime.emit({ ...event, at: this.clock.now(), taskId: this.id, path: this.path } as KeelEvent);
+    this.runtime.emit({
+      ...event,
+      at: this.clock.now(),
+      taskId: this.id,
+      path: this.path,
+      rootId: this.runtime.rootId,
+    } as KeelEvent);
   }
 
   /** Every live child, across the task's frames (for snapshots and leak checks). */

@@ -10,6 +10,8 @@ interface Base {
   readonly taskId: number;
   /** The task's path from its root: `main#1/handler#4`. */
   readonly path: string;
+  /** The id of the task's root (the `run` or `main` task): tells concurrent runs apart. */
+  readonly rootId: number;
 }
 
 /**
@@ -66,7 +68,14 @@ export type KeelEvent =
       readonly context: string;
     })
   | (Base & { readonly type: "cancel:replaced"; readonly error: unknown; readonly reason: CancelReason })
-  | (Base & { readonly type: "retry:attempt"; readonly attempt: number; readonly label: string })
+  | (Base & {
+      readonly type: "retry:attempt";
+      readonly attempt: number;
+      /** The most attempts the policy allows (N in "attempt k of N"). */
+      readonly attempts: number;
+      readonly label: string;
+    })
+  | (Base & { readonly type: "retry:success"; readonly attempt: number; readonly label: string })
   | (Base & {
       readonly type: "retry:sleep";
       readonly attempt: number;
@@ -88,7 +97,24 @@ export type KeelEvent =
       readonly attempts: number;
       readonly message: string;
     })
-  | (Base & { readonly type: "http:request"; readonly method: string; readonly url: string })
+  | (Base & {
+      readonly type: "http:request";
+      readonly method: string;
+      readonly url: string;
+      /**
+       * Adds a header to this attempt (`traceparent`); callable only while the event is delivered,
+       * which is before the request is sent (as undici's `undici:request:create` `addHeader`).
+       */
+      readonly setHeader: (name: string, value: string) => void;
+    })
+  | (Base & {
+      readonly type: "http:error";
+      readonly method: string;
+      readonly url: string;
+      /** Why the attempt ended before a response was handed over: an `HttpError`, a timeout, a refused connection, a `Cancelled`. */
+      readonly error: unknown;
+      readonly elapsedMs: number;
+    })
   | (Base & {
       readonly type: "http:connect";
       readonly method: string;
@@ -121,6 +147,31 @@ export type KeelEvent =
       readonly name: string;
       readonly from: string;
       readonly to: string;
+    })
+  // Queues of the resilience layer: emitted only on the waiting path (a semaphore or limiter that
+  // grants at once reports nothing), and a channel's depth after each send and receive.
+  | (Base & { readonly type: "semaphore:wait"; readonly name: string; readonly waiting: number })
+  | (Base & {
+      readonly type: "semaphore:acquire";
+      readonly name: string;
+      readonly waitedMs: number;
+      readonly waiting: number;
+    })
+  | (Base & { readonly type: "limiter:wait"; readonly name: string; readonly waiting: number })
+  | (Base & {
+      readonly type: "limiter:acquire";
+      readonly name: string;
+      readonly waitedMs: number;
+      readonly waiting: number;
+    })
+  | (Base & {
+      readonly type: "channel:depth";
+      readonly name: string;
+      readonly op: "send" | "receive";
+      readonly size: number;
+      readonly capacity: number;
+      readonly senders: number;
+      readonly receivers: number;
     })
   // @keel/worker (emitted through `emitEvent`): one event per job transition, and the shutdown's steps.
   | (Base & {
@@ -182,7 +233,44 @@ export const warningEvents: ReadonlySet<KeelEventType> = new Set([
   "deadline:missing",
 ]);
 
-/** The fields an emitter supplies; the task adds `at`, `taskId` and `path`. */
+/**
+ * The `node:diagnostics_channel` channel each event family is also published on, by the family
+ * (the `type` before its colon). A channel's message is the event itself, the same object `onEvent`
+ * receives; nothing is built for a channel nobody subscribes to.
+ *
+ * @example
+ * ```ts
+ * import { subscribe, unsubscribe } from "node:diagnostics_channel";
+ * import { KEEL_CHANNELS, type KeelEvent, run, sleep } from "@keel/core";
+ * const starts: string[] = [];
+ * const onTask = (message: unknown) => {
+ *   const e = message as KeelEvent;
+ *   if (e.type === "task:start") starts.push(e.path.replace(/#\d+/g, ""));
+ * };
+ * subscribe(KEEL_CHANNELS.task, onTask);
+ * await run(function* job() { yield* sleep(1); });
+ * unsubscribe(KEEL_CHANNELS.task, onTask);
+ * console.log(KEEL_CHANNELS.task, starts); // keel:task ["job"]
+ * ```
+ */
+export const KEEL_CHANNELS = {
+  task: "keel:task",
+  cancel: "keel:cancel",
+  timeout: "keel:timeout",
+  cleanup: "keel:cleanup",
+  shield: "keel:shield",
+  error: "keel:error",
+  retry: "keel:retry",
+  http: "keel:http",
+  breaker: "keel:breaker",
+  semaphore: "keel:semaphore",
+  limiter: "keel:limiter",
+  channel: "keel:channel",
+  worker: "keel:worker",
+  deadline: "keel:deadline",
+} as const;
+
+/** The fields an emitter supplies; the task adds `at`, `taskId`, `path` and `rootId`. */
 export type KeelEventInput = KeelEvent extends infer E
   ? E extends KeelEvent
     ? Omit<E, keyof Base>

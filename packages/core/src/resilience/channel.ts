@@ -7,6 +7,7 @@ import { invalidRange, KeelError } from "../errors.js";
 import { BoundOp1, BoundOp2 } from "../kernel/bound-op.js";
 import { currentTask } from "../kernel/current.js";
 import type { Operation } from "../kernel/operation.js";
+import type { TaskImpl } from "../kernel/task.js";
 import { park } from "./park.js";
 
 /**
@@ -162,6 +163,19 @@ class ChannelImpl<T> implements Channel<T> {
   };
   readonly next = (): Operation<IteratorResult<T, undefined>> => this.nextOp;
   readonly receive = (): Operation<T> => this.receiveOp;
+  /** Reports the depth after a send or a receive; called only while someone listens to events. */
+  report(task: TaskImpl<unknown>, op: "send" | "receive"): void {
+    const { name, capacity, buffer, senders, receivers } = this;
+    task.emit({
+      type: "channel:depth",
+      name,
+      op,
+      size: buffer.length,
+      capacity,
+      senders: senders.length,
+      receivers: receivers.length,
+    });
+  }
   readonly close = (): void => {
     if (this.isClosed) return;
     this.isClosed = true;
@@ -212,6 +226,7 @@ function* nextBody<T>(ch: ChannelImpl<T>): Generator<unknown, IteratorResult<T, 
     if ((woken || receivers.length === 0) && buffer.length > 0) {
       const value = buffer.shift()!;
       ch.pump();
+      if (task.runtime.listening) ch.report(task, "receive");
       return { done: false, value };
     }
     if ((woken || receivers.length === 0) && ch.isClosed) return { done: true, value: undefined };
@@ -242,6 +257,7 @@ function* sendBody<T>(ch: ChannelImpl<T>, value: T): Generator<unknown, void, un
   if (senders.length === 0 && buffer.length < ch.capacity) {
     buffer.push(value);
     ch.pump();
+    if (task.runtime.listening) ch.report(task, "send");
     return;
   }
   const s: PendingSend<T> = { value, accepted: false, failed: false, wake: null };
@@ -257,6 +273,7 @@ function* sendBody<T>(ch: ChannelImpl<T>, value: T): Generator<unknown, void, un
   );
   if (s.failed)
     throw new ChannelClosedError(`${ch.name}.send(): the channel was closed while waiting for room`);
+  if (task.runtime.listening) ch.report(task, "send");
 }
 
 function* receiveBody<T>(ch: ChannelImpl<T>): Generator<unknown, T, unknown> {

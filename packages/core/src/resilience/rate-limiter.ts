@@ -112,6 +112,9 @@ export function createRateLimiter(options: {
       }
       const waiter: Waiter = { granted: false, wake: null, clock };
       queue.push(waiter);
+      const listening = task.runtime.listening;
+      const since = clock.now();
+      if (listening) task.emit({ type: "limiter:wait", name, waiting: queue.length });
       if (queue.length === 1) serve();
       try {
         yield park(
@@ -133,6 +136,10 @@ export function createRateLimiter(options: {
           serve();
         }
         throw e;
+      }
+      if (listening) {
+        const waitedMs = clock.now() - since;
+        task.emit({ type: "limiter:acquire", name, waitedMs, waiting: queue.length });
       }
     },
   };

@@ -285,6 +285,12 @@ function* attemptScope<T>(
   return yield* exitFrameOutcome(task, frame, outcome);
 }
 
+/** Reports attempt `attempt`'s success (only for a listener) and hands its value on. */
+function succeeded<T>(task: TaskImpl<unknown>, attempt: number, label: string, value: T): T {
+  if (task.runtime.listening) task.emit({ type: "retry:success", attempt, label });
+  return value;
+}
+
 function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
   return new BoundOp1(runAttempts, init) as Operation<T>;
 }
@@ -299,20 +305,21 @@ function* runAttempts<T>(init: LoopInit<T>): Generator<unknown, T, unknown> {
   for (let attempt = 1; ; attempt++) {
     const attemptStart = clock.now();
     init.counter.started = attempt;
-    if (task.runtime.listening) task.emit({ type: "retry:attempt", attempt, label });
+    if (task.runtime.listening) task.emit({ type: "retry:attempt", attempt, attempts, label });
     let error: unknown;
     if (perAttemptMs === undefined) {
       const o = yield* attemptScope(task, op, scopeLabel);
-      if (o.ok) return o.value;
+      if (o.ok) return succeeded(task, attempt, label, o.value);
       error = o.error;
     } else {
       try {
-        return yield* timeoutScope(
+        const value = yield* timeoutScope(
           op,
           `${label} attempt ${attempt}`,
           (t) => Math.min(t + perAttemptMs, task.effectiveDeadline()),
           { own: ownTimeouts },
         );
+        return succeeded(task, attempt, label, value);
       } catch (e) {
         error = e;
       }

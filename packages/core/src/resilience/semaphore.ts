@@ -17,7 +17,7 @@ import {
   type Waiter,
 } from "../kernel/operation.js";
 import { shapes } from "../kernel/shapes.js";
-import { runningTask } from "../kernel/task.js";
+import { runningTask, type TaskImpl } from "../kernel/task.js";
 import { type PermitPool, UseIterator } from "./semaphore-use.js";
 
 /**
@@ -91,6 +91,9 @@ class QueuedTask extends SuspensionClass<void> {
   gone = false;
   /** The task's side of the wait, while it waits. */
   wake: Waiter<void> | null = null;
+  /** The waiting task and when it began waiting, kept only while someone listens to events. */
+  task: TaskImpl<unknown> | null = null;
+  since = 0;
   constructor(readonly books: SemaphoreBooks) {
     super();
     shapes.semaphoreWait = this;
@@ -199,6 +202,7 @@ class SemaphoreImpl implements Semaphore, SemaphoreBooks, PermitPool {
       }
       this.waitingCount--;
       next.granted = true;
+      if (next.task) this.report(next.task, next.since);
       next.wake?.resolve(GRANTED);
       this.compact();
       return;
@@ -253,7 +257,19 @@ class SemaphoreImpl implements Semaphore, SemaphoreBooks, PermitPool {
     const waiter = new QueuedTask(this);
     this.queue.push(waiter);
     this.waitingCount++;
+    const task = runningTask();
+    if (task?.runtime.listening) {
+      waiter.task = task;
+      waiter.since = task.clock.now();
+      task.emit({ type: "semaphore:wait", name: this.name, waiting: this.waitingCount });
+    }
     return waiter;
+  }
+
+  /** A queued task got its permit: how long it waited, and who still waits. */
+  private report(task: TaskImpl<unknown>, since: number): void {
+    const waitedMs = task.clock.now() - since;
+    task.emit({ type: "semaphore:acquire", name: this.name, waitedMs, waiting: this.waitingCount });
   }
 
   left(): void {

@@ -94,7 +94,13 @@ describe("I. releasing resources under cancellation", () => {
       expect(arrivals(server)).toEqual(["GET /stall@0"]);
       expect(h.eventsOf("retry:attempt")).toHaveLength(1);
       expect(h.eventsOf("retry:sleep")).toEqual([]);
-      expect(httpEvents(h)).toEqual(["http:request@0", "http:connect@0", "http:headers@100"]);
+      // The attempt ends at 1000 without a response (cancelled by the timeout): http:error.
+      expect(httpEvents(h)).toEqual([
+        "http:request@0",
+        "http:connect@0",
+        "http:headers@100",
+        "http:error@1000",
+      ]);
       expect(h.eventsOf("timeout:fire").map((e) => [e.timeoutMs, e.at])).toEqual([[1000, 1000]]);
       expect(lifetimes(server)).toEqual([[0, 1000]]);
       await expectAllClosed(h, server);
@@ -143,6 +149,7 @@ describe("I. releasing resources under cancellation", () => {
         "http:connect@0",
         "http:headers@100",
         "http:timeout total@1000",
+        "http:error@1000",
       ]);
       expect(h.eventsOf("timeout:fire").map((e) => `${e.scope.label} ${e.timeoutMs}@${e.at}`)).toEqual([
         expect.stringMatching(/ total 1000@1000$/),

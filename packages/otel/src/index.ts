@@ -1,0 +1,7 @@
+/**
+ * `@keel/otel`: OpenTelemetry traces and metrics for Keel, from its diagnostics channels.
+ *
+ * An explicit barrel: everything public is named here.
+ * @module
+ */
+export { type InstrumentOptions, instrument } from "./instrument.js";

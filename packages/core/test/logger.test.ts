@@ -195,16 +195,21 @@ describe("pinoLogger", () => {
   });
 });
 
+/** A client of a fresh fault server answering `/ok`. */
+function* okClient() {
+  const server = yield* createFaultServer(
+    { "/ok": { status: 200, json: { ok: true } } },
+    { connectHang: false },
+  );
+  return yield* createHttpClient({ baseUrl: server.url, retry: false });
+}
+
 describe("run(op, { warnNoDeadline })", () => {
   it("warns once per HTTP call made with no deadline of its caller's, and not under a timeout", async () => {
     const records: LogRecord[] = [];
     const outcome = await run(
       function* () {
-        const server = yield* createFaultServer(
-          { "/ok": { status: 200, json: { ok: true } } },
-          { connectHang: false },
-        );
-        const client = yield* createHttpClient({ baseUrl: server.url, retry: false });
+        const client = yield* okClient();
         yield* client.getJson("/ok");
         yield* timeout(5000, client.getJson("/ok"));
         return "done";
@@ -224,11 +229,7 @@ describe("run(op, { warnNoDeadline })", () => {
     const events: KeelEvent[] = [];
     await run(
       function* () {
-        const server = yield* createFaultServer(
-          { "/ok": { status: 200, json: { ok: true } } },
-          { connectHang: false },
-        );
-        const client = yield* createHttpClient({ baseUrl: server.url, retry: false });
+        const client = yield* okClient();
         yield* client.getJson("/ok");
       },
       { onEvent: (e) => events.push(e) },

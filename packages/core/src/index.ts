@@ -41,6 +41,7 @@ export type { Task, TaskState } from "./kernel/task.js";
 export { emitEvent, type PackageEventInput } from "./observe/emit.js";
 export type { KeelEvent, KeelEventType } from "./observe/events.js";
 export { KEEL_CHANNELS } from "./observe/events.js";
+export { formatTaskTree } from "./observe/format-tree.js";
 export {
   type KeelLogger,
   type LogEvents,
@@ -50,7 +51,7 @@ export {
   pinoLogger,
 } from "./observe/logger.js";
 export type { TaskSnapshot } from "./observe/snapshot.js";
-export { formatTaskTree, snapshot } from "./observe/snapshot.js";
+export { snapshot } from "./observe/snapshot.js";
 export { type MainOptions, main } from "./process/main.js";
 export type { Backoff, BackoffState, Jitter } from "./resilience/backoff.js";
 export { constant, exponential, fromDelays } from "./resilience/backoff.js";

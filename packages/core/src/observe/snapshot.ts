@@ -7,8 +7,6 @@ import type { CancelReason } from "../kernel/cancelled.js";
 import type { WaitDetail } from "../kernel/operation.js";
 import { type Task, TaskImpl, type TaskState } from "../kernel/task.js";
 
-export { formatTaskTree } from "./format-tree.js";
-
 /**
  * One task as seen at the moment of the snapshot.
  *

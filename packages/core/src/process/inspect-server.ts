@@ -7,7 +7,8 @@
  * @module
  */
 import type { TaskImpl } from "../kernel/task.js";
-import { formatTaskTree, snapshot } from "../observe/snapshot.js";
+import { formatTaskTree } from "../observe/format-tree.js";
+import { snapshot } from "../observe/snapshot.js";
 
 /** Where a process's socket is: in the temporary directory, named by its pid. */
 export function inspectSocketPath(tmpdir: string, pid: number): string {

@@ -10,8 +10,9 @@ import { checkOp, nameOf, type Op } from "../kernel/operation.js";
 import { otherLiveRoots } from "../kernel/roots.js";
 import { setStepWatch, type TaskImpl } from "../kernel/task.js";
 import type { KeelEvent } from "../observe/events.js";
+import { formatTaskTree } from "../observe/format-tree.js";
 import { deliver, isoTime, type KeelLogger, type LogEvents, type LogLevel } from "../observe/logger.js";
-import { formatTaskTree, snapshot } from "../observe/snapshot.js";
+import { snapshot } from "../observe/snapshot.js";
 import { checkRootOptions, run } from "../run.js";
 import { openInspectSocket } from "./inspect-server.js";
 

@@ -72,7 +72,7 @@ import { createVirtualClock } from "@keel/testing";
   const lines = tree.replace(/#\d+/g, "#N").split("\n");
   assert.deepEqual(lines, [
     "server#N running 1.5s, waiting on suspend() for 1.5s",
-    "  poller#N running 1.5s, waiting on sleep(1000) for 500ms",
+    "  poller#N running 1.5s, waiting on sleep(1000) for 500ms, wakes in 500ms",
     "  task#N running 1.5s, deadline in 3.5s, waiting on suspend() for 1.5s",
     "  inspector#N running 1.5s",
   ]);

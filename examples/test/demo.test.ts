@@ -71,7 +71,7 @@ describe("the demo's scenarios", () => {
         /^ {2}orders#\d+ running 200ms, deadline in 650ms, waiting on join inventory#\d+ for 50ms$/,
       ),
       expect.stringMatching(
-        /^ {4}inventory#\d+ running 50ms, deadline in 650ms, waiting on sleep\(150\) for 50ms$/,
+        /^ {4}inventory#\d+ running 50ms, deadline in 650ms, waiting on sleep\(150\) for 50ms, wakes in 100ms$/,
       ),
     ]);
     expect(r.lines).toContain("[t=150ms] orders: remaining() = 850ms");

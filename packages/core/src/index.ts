@@ -27,7 +27,8 @@ export type { Clock } from "./kernel/clock.js";
 export type { Context } from "./kernel/context.js";
 export { createContext } from "./kernel/context.js";
 export { action, call, until, useAbortSignal } from "./kernel/interop.js";
-export type { Future, Op, Operation, OpValue } from "./kernel/operation.js";
+// Observability (logs, diagnosis): issue 13.
+export type { Future, Op, Operation, OpValue, WaitDetail } from "./kernel/operation.js";
 export { race } from "./kernel/race.js";
 export type { RandomSource } from "./kernel/random.js";
 export { random, withRandom } from "./kernel/random.js";
@@ -40,8 +41,17 @@ export type { Task, TaskState } from "./kernel/task.js";
 export { emitEvent, type PackageEventInput } from "./observe/emit.js";
 export type { KeelEvent, KeelEventType } from "./observe/events.js";
 export { KEEL_CHANNELS } from "./observe/events.js";
+export { formatTaskTree } from "./observe/format-tree.js";
+export {
+  type KeelLogger,
+  type LogEvents,
+  type LogLevel,
+  type LogRecord,
+  type PinoLike,
+  pinoLogger,
+} from "./observe/logger.js";
 export type { TaskSnapshot } from "./observe/snapshot.js";
-export { formatTaskTree, snapshot } from "./observe/snapshot.js";
+export { snapshot } from "./observe/snapshot.js";
 export { type MainOptions, main } from "./process/main.js";
 export type { Backoff, BackoffState, Jitter } from "./resilience/backoff.js";
 export { constant, exponential, fromDelays } from "./resilience/backoff.js";

@@ -7,12 +7,14 @@ import { describeThrown } from "./format-value.js";
 import { captureAsyncContext } from "./kernel/async-context.js";
 import type { Clock } from "./kernel/clock.js";
 import type { ContextValues } from "./kernel/context-values.js";
+import { WARN_NO_DEADLINE_KEY } from "./kernel/deadline-missing.js";
 import { checkOp, nameOf, type Op } from "./kernel/operation.js";
 import { RANDOM_CONTEXT_KEY, type RandomSource } from "./kernel/random.js";
 import { trackRoot } from "./kernel/roots.js";
 import { createRuntime } from "./kernel/runtime.js";
 import { BUDGET_KEY, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS, type Task, TaskImpl } from "./kernel/task.js";
 import type { KeelEvent } from "./observe/events.js";
+import { composeListener, deliver, eventRecord, type KeelLogger, type LogEvents } from "./observe/logger.js";
 import { realClock } from "./time/real-clock.js";
 
 /**
@@ -46,6 +48,18 @@ export interface RunOptions {
   onEvent?: (event: KeelEvent) => void;
   /** The random source for jitter and anything else random in the tree (default `Math.random`). */
   random?: RandomSource;
+  /**
+   * Receives Keel's warnings as structured records instead of `console.warn`, and the events that
+   * `logEvents` asks for. See {@link pinoLogger} for pino.
+   */
+  logger?: KeelLogger;
+  /** Which events the logger gets besides warnings: `true`/`"debug"` every one, `"info"` the notable (default none). */
+  logEvents?: LogEvents;
+  /**
+   * Warns (`deadline:missing`) when an external call (an HTTP request, a worker job's handler) runs
+   * with no deadline anywhere above it: such a call can wait forever. Off by default.
+   */
+  warnNoDeadline?: boolean;
   /**
    * Cancels the task when aborted, as `task.cancel(message)` would (reason kind `"cancel"`, the
    * signal's reason as the message). Already aborted: the task is cancelled before its first turn,
@@ -85,14 +99,22 @@ export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
     name: options.name ?? nameOf(op, "run"),
     parent: null,
     owner: null,
-    runtime: createRuntime(captureAsyncContext(), options.onEvent, clock.now()),
-    contexts: rootContexts(clock, budget, options.random),
+    runtime: rootRuntime(options, clock.now()),
+    contexts: rootContexts(clock, budget, options.random, options.warnNoDeadline === true),
     deadline: Infinity,
   });
   task.whenSettled(() => task.reportUnhandledFailure());
   trackRoot(task as TaskImpl<unknown>);
   if (options.signal) followSignal(task, options.signal);
   return task.start();
+}
+
+/** The runtime of a root: its `onEvent`, and its logger with what it asked for. */
+function rootRuntime(options: RunOptions, origin: number) {
+  const { onEvent, logger, logEvents } = options;
+  const listener = composeListener(onEvent, logger, logEvents, origin);
+  const onWarning = logger ? (event: KeelEvent) => deliver(logger, eventRecord(event, origin)) : undefined;
+  return createRuntime(captureAsyncContext(), listener, origin, onWarning);
 }
 
 /**
@@ -102,11 +124,23 @@ export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
 export function checkRootOptions(entry: string, options: unknown): { budget: number; clock: Clock } {
   if (typeof options !== "object" || options === null || Array.isArray(options))
     throw invalidType(`${entry}(op, options)`, "an object", options);
-  const { name, clock, onEvent, random, signal, cleanupBudgetMs } = options as RunOptions;
+  const { name, clock, onEvent, random, signal, cleanupBudgetMs, logger, logEvents, warnNoDeadline } =
+    options as RunOptions;
+  if (warnNoDeadline !== undefined && typeof warnNoDeadline !== "boolean")
+    throw invalidType(`${entry}(op, { warnNoDeadline })`, "a boolean", warnNoDeadline);
   const at = (option: string) => `${entry}(op, { ${option} })`;
   if (name !== undefined && typeof name !== "string") throw invalidType(at("name"), "a string", name);
   if (onEvent !== undefined && typeof onEvent !== "function")
     throw invalidType(at("onEvent"), "a function", onEvent);
+  if (logger !== undefined && typeof logger !== "function")
+    throw invalidType(at("logger"), "a function taking a LogRecord (pinoLogger(pino) makes one)", logger);
+  if (
+    logEvents !== undefined &&
+    typeof logEvents !== "boolean" &&
+    logEvents !== "debug" &&
+    logEvents !== "info"
+  )
+    throw invalidType(at("logEvents"), 'true, false, "debug" or "info"', logEvents);
   if (random !== undefined && typeof random !== "function")
     throw invalidType(at("random"), "a function returning a number in [0, 1)", random);
   if (
@@ -159,8 +193,14 @@ function abortMessage(reason: unknown): string {
  * Built by assignment, not with a spread: a spread of symbol keys leaves the object in dictionary
  * mode, and every task reads its clock and budget from here (or from a frame that inherits them).
  */
-function rootContexts(clock: Clock, budget: number, random: RandomSource | undefined): ContextValues {
+function rootContexts(
+  clock: Clock,
+  budget: number,
+  random: RandomSource | undefined,
+  warnNoDeadline: boolean,
+): ContextValues {
   const contexts: ContextValues = { [CLOCK_KEY]: clock, [BUDGET_KEY]: budget };
   if (random) contexts[RANDOM_CONTEXT_KEY] = random;
+  if (warnNoDeadline) contexts[WARN_NO_DEADLINE_KEY] = true;
   return contexts;
 }

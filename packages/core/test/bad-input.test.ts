@@ -126,6 +126,9 @@ describe("every public entry point checks its input with the same typed errors",
     main: [
       [() => core.main(noop, Number.NaN as never), /^main\(op, options\): expected an object, got NaN/],
       [() => core.main(noop, { clock: 5 as never }), /^main\(op, \{ clock \}\)/],
+      [() => core.main(noop, { blockedStepMs: -1 }), /^main\(op, \{ blockedStepMs \}\)/],
+      [() => core.main(noop, { inspect: "yes" as never }), /^main\(op, \{ inspect \}\): expected a boolean/],
+      [() => core.main(noop, { logger: 5 as never }), /^main\(op, \{ logger \}\): expected a function/],
     ],
     mapLimit: [
       [() => core.mapLimit(5 as never, 2, noop as never), /^mapLimit\(/],
@@ -133,6 +136,12 @@ describe("every public entry point checks its input with the same typed errors",
       [() => core.mapLimit([1], 2, 5 as never), /^mapLimit\(.*fn/],
     ],
     mapLimitSettled: [[() => core.mapLimitSettled([1], -1, noop as never), /^mapLimitSettled\(/]],
+    pinoLogger: [
+      [
+        () => core.pinoLogger({ warn() {} } as never),
+        /^pinoLogger\(pino\): expected an object with warn, info and debug/,
+      ],
+    ],
     race: [[() => core.race("abc" as never), /^race\(ops\)/]],
     resource: [[() => core.resource(5 as never), /^resource\(/]],
     retry: [
@@ -153,6 +162,14 @@ describe("every public entry point checks its input with the same typed errors",
       [
         () => core.run(noop, { name: Symbol("x") as never }),
         /^run\(op, \{ name \}\): expected a string, got Symbol\(x\)/,
+      ],
+      [
+        () => core.run(noop, { warnNoDeadline: 1 as never }),
+        /^run\(op, \{ warnNoDeadline \}\): expected a boolean, got 1/,
+      ],
+      [
+        () => core.run(noop, { logEvents: "warn" as never }),
+        /^run\(op, \{ logEvents \}\): expected true, false, "debug" or "info"/,
       ],
       [
         () => core.run(noop, { signal: "abort" as never }),

@@ -111,6 +111,7 @@ describe("events on node:diagnostics_channel", () => {
         limiter: ["limiter:wait", "limiter:acquire"],
         channel: ["channel:depth"],
         worker: ["worker:job"],
+        deadline: [],
       };
       for (const f of families) {
         const got = byChannel.get(KEEL_CHANNELS[f])!;

@@ -98,6 +98,12 @@ type Outcome = { ok: true } | { ok: false; error: unknown };
  * delivery's scope (a child's error fails its owner); a cancellation still ends it cancelled.
  */
 function* attempt<T>(until: number, pool: Pool<T>, job: Job<T>): Generator<unknown, Outcome, unknown> {
+  // A job added with no deadline: only the worker's own `timeoutMs` bounds it (`warnNoDeadline`
+  // says so, as for an HTTP call bounded only by the client's default total).
+  if (job.deadline === Infinity) {
+    const label = `${job.queue}/${job.id} attempt ${job.attempt}/${job.attempts}`;
+    yield* emitEvent({ type: "deadline:missing", call: "job", label });
+  }
   try {
     yield* timeoutAt(until, () => callHandler(pool, job));
     return { ok: true };

@@ -459,6 +459,7 @@ describe("createHttpClient: a request in the task tree and the event stream", ()
       state: "running",
       waitingOn: "GET /slow: waiting for headers",
       waitingForMs: 100,
+      waitDetail: { kind: "http", method: "GET", path: "/slow", phase: "headers" },
     });
     expect(r.text).toContain("waiting on GET /slow: waiting for headers");
     await expectAllClosed(h, server);

@@ -13,7 +13,7 @@
  * 5,000). A literal's hidden class lives as long as the code that creates it.
  * @module
  */
-import type { Outcome } from "../kernel/operation.js";
+import type { Outcome, WaitDetail } from "../kernel/operation.js";
 import {
   abort,
   onRequestStart,
@@ -85,6 +85,7 @@ export function createExchange(
     wait,
     enter,
     interrupt,
+    waitDetail,
   };
   return ex;
 }
@@ -110,6 +111,10 @@ function describe(ex: Exchange): string {
     case "spent":
       return `${label}: deadline spent`;
   }
+}
+
+function waitDetail(this: Exchange): WaitDetail {
+  return { kind: "http", method: this.plan.method, path: this.plan.path, phase: this.waitFor };
 }
 
 function enter(this: Exchange, resolve: (outcome: Outcome<void>) => void): (() => void) | undefined {

@@ -9,6 +9,7 @@
 import { invalidType } from "../errors.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import { taskOf } from "../kernel/current.js";
+import { checkDeadline } from "../kernel/deadline-missing.js";
 import type { Frame } from "../kernel/frame.js";
 import { CURRENT_TASK, type Operation } from "../kernel/operation.js";
 import type { TaskImpl } from "../kernel/task.js";
@@ -52,6 +53,7 @@ class SingleAttempt implements Operation<unknown> {
 function* single(plan: RequestPlan): Generator<unknown, unknown, unknown> {
   const task = taskOf(yield CURRENT_TASK, plan.label);
   task.checkpoint();
+  checkDeadline(task, "http", plan.label);
   // The response body belongs to the scope that made the request (not to the total's).
   const owner = task.top;
   const { clock, timeouts } = plan;
@@ -93,6 +95,7 @@ function retried(plan: RequestPlan): Operation<unknown> {
     *[Symbol.iterator]() {
       const task = taskOf(yield CURRENT_TASK, label);
       task.checkpoint();
+      checkDeadline(task, "http", label);
       const owner = task.top;
       const totalMs = plan.timeouts.totalMs;
       const totalDeadline = totalMs === Infinity ? Infinity : clock.now() + totalMs;

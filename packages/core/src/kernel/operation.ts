@@ -120,7 +120,40 @@ export interface Suspension<T = unknown> {
    * the kernel's own waits (join, sleep, suspend) cost no resolve closure each.
    */
   enterWith?(waiter: Waiter<T>): (() => void) | undefined;
+  /**
+   * What the wait is, as data, for a task-tree snapshot: called only when a snapshot is taken, so a
+   * wait builds nothing for it while nobody looks.
+   */
+  waitDetail?(): WaitDetail;
 }
+
+/**
+ * What a task waits on, as data (the snapshot's `waitDetail`): the structured side of a wait's
+ * `description`. Times are on the task's clock.
+ *
+ * @example
+ * ```ts
+ * import type { WaitDetail } from "@keel/core";
+ * const d: WaitDetail = { kind: "semaphore", name: "db", position: 2, waiting: 3 };
+ * if (d.kind === "semaphore") console.log(`${d.name}: #${d.position} of ${d.waiting}`); // db: #2 of 3
+ * ```
+ */
+export type WaitDetail =
+  | { readonly kind: "sleep"; readonly ms: number; readonly until: number }
+  | {
+      readonly kind: "semaphore";
+      readonly name: string;
+      /** 1 for the next to be granted. */
+      readonly position: number;
+      readonly waiting: number;
+    }
+  | {
+      readonly kind: "http";
+      readonly method: string;
+      readonly path: string;
+      readonly phase: "connect" | "headers" | "body" | "spent";
+    }
+  | { readonly kind: "join"; readonly taskId: number; readonly name: string };
 
 /** The task's side of a wait: `resolve` as a method (at most once; later calls are ignored). */
 export interface Waiter<T = unknown> {

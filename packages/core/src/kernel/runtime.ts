@@ -33,6 +33,7 @@ class TreeRuntime implements Runtime {
     readonly asyncContext: AsyncContext,
     private readonly onEvent: ((event: KeelEvent) => void) | undefined,
     private readonly origin: number,
+    private readonly onWarning: ((event: KeelEvent) => void) | undefined = undefined,
   ) {}
 
   get listening(): boolean {
@@ -47,15 +48,20 @@ class TreeRuntime implements Runtime {
       } catch (e) {
         console.error("keel: an onEvent handler threw", e);
       }
+    } else if (this.onWarning && warningEvents.has(event.type)) {
+      this.onWarning(event);
     } else if (warningEvents.has(event.type)) {
       const ms = Math.round(event.at - this.origin);
-      console.warn(`keel: ${event.type} at ${event.path} (${ms} ms after the run started)`, describe(event));
+      console.warn(
+        `keel: ${event.type} at ${event.path} (${ms} ms after the run started)`,
+        describeWarning(event),
+      );
     }
     if (channelsActive) publishEvent(event);
   }
 
   with(asyncContext: AsyncContext): TreeRuntime {
-    const r = new TreeRuntime(asyncContext, this.onEvent, this.origin);
+    const r = new TreeRuntime(asyncContext, this.onEvent, this.origin, this.onWarning);
     r.rootId = this.rootId;
     return r;
   }
@@ -64,7 +70,7 @@ class TreeRuntime implements Runtime {
 /**
  * A runtime that hands every event to `onEvent` and publishes it on its diagnostics channel when
  * that has a subscriber; without `onEvent`, warnings (overruns, swallows, abandonments, suppressed
- * errors) go to `console.warn`, so nothing is lost silently. A printed warning gives its time as
+ * errors) go to `onWarning` (a run's logger), or else to `console.warn`, so nothing is lost silently. A printed warning gives its time as
  * whole ms since `origin`, the root's start on its clock (a real clock reads a fractional epoch,
  * which nobody can read).
  */
@@ -72,8 +78,9 @@ export function createRuntime(
   asyncContext: AsyncContext,
   onEvent?: (event: KeelEvent) => void,
   origin = 0,
+  onWarning?: (event: KeelEvent) => void,
 ): Runtime {
-  return new TreeRuntime(asyncContext, onEvent, origin);
+  return new TreeRuntime(asyncContext, onEvent, origin, onWarning);
 }
 
 /**
@@ -84,7 +91,8 @@ export function withAsyncContext(runtime: Runtime, asyncContext: AsyncContext): 
   return (runtime as TreeRuntime).with(asyncContext);
 }
 
-function describe(event: KeelEvent): string {
+/** @internal What a warning says, after its type and path (empty for an event that is not one). */
+export function describeWarning(event: KeelEvent): string {
   switch (event.type) {
     case "cleanup:overrun":
       return `cleanup exceeded ${event.budgetMs} ms while waiting on ${event.waitingOn ?? "nothing"}`;
@@ -98,6 +106,10 @@ function describe(event: KeelEvent): string {
       return `the cancellation (${event.reason.kind}) was replaced by ${describeThrown(event.error)}`;
     case "retry:unreachable":
       return event.message;
+    case "task:blocked":
+      return `a step ran ${event.durationMs} ms without yielding, blocking the event loop (threshold ${event.thresholdMs} ms)`;
+    case "deadline:missing":
+      return `${event.label}: an external call with no deadline of its caller's above it (only its own limits, if any, bound it)`;
     default:
       return "";
   }

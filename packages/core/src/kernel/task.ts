@@ -8,7 +8,13 @@
  * each belongs to the frame that made it, or to the task's root frame when it came from outside.
  * @module
  */
-import { appendSuppressed, invalidType, KeelError, TaskCancelledError } from "../errors.js";
+import {
+  appendSuppressed,
+  invalidType,
+  isTaskCancelledError,
+  KeelError,
+  TaskCancelledError,
+} from "../errors.js";
 import { type KeelEvent, type KeelEventInput, warningEvents } from "../observe/events.js";
 import type { AsyncContext } from "./async-context.js";
 import {
@@ -34,6 +40,7 @@ import {
   type Suspension,
   SuspensionClass,
   suspensionClass,
+  type WaitDetail,
   type Waiter,
 } from "./operation.js";
 import { notAnInstruction, type Runtime } from "./runtime.js";
@@ -135,6 +142,13 @@ interface TaskExtras<T> {
  * instruction still works (and an operation driven by hand gets `KEEL_NO_TASK`).
  */
 let running: TaskImpl<unknown> | null = null;
+
+/** What times each step of every task, while a `main` with `blockedStepMs` runs. */
+export interface StepWatch {
+  readonly thresholdMs: number;
+  /** A monotonic host clock (`performance.now`): a blocked step is host time, whatever the tree's clock. */
+  now(): number;
+}
 
 /** @internal The task executing now, or null (see `running`). */
 export function runningTask(): TaskImpl<unknown> | null {
@@ -260,9 +274,17 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   /** What the task waits on now, or null while it runs or waits for its children. */
-  get waitingOn(): { description: string; since: number } | null {
+  get waitingOn(): { description: string; since: number; suspension: Suspension } | null {
     const c = this.current;
-    return c ? { description: c.s.description, since: c.since } : null;
+    return c ? { description: c.s.description, since: c.since, suspension: c.s } : null;
+  }
+
+  /** When the first cancellation was delivered and its unwinding's cut, while one is in progress. */
+  get unwindingSince(): { at: number; cleanupDeadline: number; reason: CancelReason } | null {
+    const u = this.unwinding[0];
+    return u && !this.final
+      ? { at: u.at, cleanupDeadline: u.cleanupDeadline, reason: u.cancelled.reason }
+      : null;
   }
 
   protected get listening(): boolean {
@@ -474,7 +496,8 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     const level = kind === "never" ? "never" : "normal";
     const c = this.takeDelivery(level);
     if (c) {
-      if (!o.ok && !isCancelled(o.error) && !this.holdsError(o.error)) {
+      // A joined task's cancellation (`TaskCancelledError`) is no error: nothing is dropped.
+      if (!o.ok && !isCancelled(o.error) && !isTaskCancelledError(o.error) && !this.holdsError(o.error)) {
         this.emit({
           type: "error:suppressed",
           error: o.error,
@@ -853,6 +876,9 @@ class JoinIterator<T> extends SuspensionClass<T> implements Iterator<unknown, T,
   get description(): string {
     return `join ${this.task.name}#${this.task.id}`;
   }
+  waitDetail(): WaitDetail {
+    return { kind: "join", taskId: this.task.id, name: this.task.name };
+  }
   enterWith(waiter: Waiter<T>): () => void {
     return this.task.onSettled(() => waiter.resolve(this.task.joinOutcome()));
   }
@@ -909,4 +935,34 @@ function settledFrame(): Frame {
     sharedSettledFrame.bodySettled = true;
   }
   return sharedSettledFrame;
+}
+
+/** The step method, as `setStepWatch` swaps it (a private method, reached through the prototype). */
+interface Stepping {
+  advance(this: TaskImpl<unknown>, ok: boolean, value: unknown): void;
+}
+const steppingProto = TaskImpl.prototype as unknown as Stepping;
+const plainAdvance = steppingProto.advance;
+let stepWatch: StepWatch | null = null;
+
+/**
+ * @internal Installs (or, with null, removes) the step watch; returns the one it replaced. While one
+ * is installed, the task's step method is a timed wrapper of the plain one: swapped on the
+ * prototype, so with no watch the kernel runs exactly its plain code, with no check per step.
+ */
+export function setStepWatch(watch: StepWatch | null): StepWatch | null {
+  const before = stepWatch;
+  stepWatch = watch;
+  steppingProto.advance = watch === null ? plainAdvance : timedAdvance(watch);
+  return before;
+}
+
+function timedAdvance(watch: StepWatch): Stepping["advance"] {
+  return function advance(this: TaskImpl<unknown>, ok: boolean, value: unknown): void {
+    const from = watch.now();
+    plainAdvance.call(this, ok, value);
+    const tookMs = watch.now() - from;
+    if (tookMs >= watch.thresholdMs)
+      this.emit({ type: "task:blocked", durationMs: Math.round(tookMs), thresholdMs: watch.thresholdMs });
+  };
 }

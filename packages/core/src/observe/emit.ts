@@ -4,6 +4,7 @@
  */
 import { invalidRange } from "../errors.js";
 import { currentTask } from "../kernel/current.js";
+import { warnNoDeadline } from "../kernel/deadline-missing.js";
 import type { Operation } from "../kernel/operation.js";
 import type { KeelEventInput } from "./events.js";
 
@@ -20,7 +21,7 @@ const PACKAGE_FAMILIES = ["worker:"] as const;
  * console.log(e.type); // worker:job
  * ```
  */
-export type PackageEventInput = Extract<KeelEventInput, { type: `worker:${string}` }>;
+export type PackageEventInput = Extract<KeelEventInput, { type: `worker:${string}` | "deadline:missing" }>;
 
 /**
  * Emits `event` into the current runtime's event stream, stamped like the runtime's own (`at` from
@@ -35,10 +36,22 @@ export type PackageEventInput = Extract<KeelEventInput, { type: `worker:${string
  * }, { onEvent: (e) => seen.push(e) });
  * console.log(seen.filter((e) => e.type === "worker:job").length); // 1
  * ```
- * @throws `RangeError` for an event whose `type` is not a package family's (`worker:`).
+ * A `deadline:missing` event is the `warnNoDeadline` warning of an external call a package makes
+ * with no deadline of its caller's (a job added without one): emitted only when the run asked for it.
+ *
+ * @throws `RangeError` for an event whose `type` is not a package family's (`worker:`) nor
+ * `deadline:missing`.
  */
 export function emitEvent(event: PackageEventInput): Operation<void> {
   const type = (event as { type?: unknown } | null)?.type;
+  if (type === "deadline:missing") {
+    const { call, label } = event as Extract<PackageEventInput, { type: "deadline:missing" }>;
+    return {
+      *[Symbol.iterator]() {
+        warnNoDeadline(yield* currentTask("emitEvent(event)"), call, label);
+      },
+    };
+  }
   if (typeof type !== "string" || !PACKAGE_FAMILIES.some((f) => type.startsWith(f)))
     throw invalidRange(
       "emitEvent(event)",

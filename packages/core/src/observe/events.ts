@@ -192,6 +192,16 @@ export type KeelEvent =
       readonly phase: "stop" | "drained" | "cut" | "closed" | "close-timeout";
       readonly inFlight: number;
       readonly released: number;
+    })
+  // Diagnosis (issue 13): a step that held the event loop (`main`'s `blockedStepMs`), and an external
+  // call made with no deadline anywhere above it (`warnNoDeadline`).
+  | (Base & { readonly type: "task:blocked"; readonly durationMs: number; readonly thresholdMs: number })
+  | (Base & {
+      readonly type: "deadline:missing";
+      /** `http` for a request, `job` for a worker job's handler. */
+      readonly call: "http" | "job";
+      /** What was called: `GET /orders`, `mail/m1 attempt 1/3`. */
+      readonly label: string;
     });
 
 /**
@@ -219,6 +229,8 @@ export const warningEvents: ReadonlySet<KeelEventType> = new Set([
   "cancel:replaced",
   "error:suppressed",
   "retry:unreachable",
+  "task:blocked",
+  "deadline:missing",
 ]);
 
 /**
@@ -255,6 +267,7 @@ export const KEEL_CHANNELS = {
   limiter: "keel:limiter",
   channel: "keel:channel",
   worker: "keel:worker",
+  deadline: "keel:deadline",
 } as const;
 
 /** The fields an emitter supplies; the task adds `at`, `taskId`, `path` and `rootId`. */

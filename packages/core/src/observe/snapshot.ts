@@ -3,6 +3,8 @@
  * @module
  */
 import { invalidType } from "../errors.js";
+import type { CancelReason } from "../kernel/cancelled.js";
+import type { WaitDetail } from "../kernel/operation.js";
 import { type Task, TaskImpl, type TaskState } from "../kernel/task.js";
 
 /**
@@ -31,6 +33,8 @@ export interface TaskSnapshot {
   readonly name: string;
   readonly path: string;
   readonly state: TaskState;
+  /** The clock's time when the snapshot was taken (a sleep's `until` compares with it). */
+  readonly at: number;
   /**
    * Time since the task started, on its clock. On the real clock this and `waitingForMs` come from a
    * reading refreshed every millisecond (a host clock read per spawn and per wait would cost more
@@ -43,6 +47,20 @@ export interface TaskSnapshot {
   /** What it waits on now (`sleep(250)`), with how long it has waited; null while it runs. */
   readonly waitingOn: string | null;
   readonly waitingForMs: number | null;
+  /**
+   * The wait as data, where the wait tells it (a sleep's wake time, a semaphore's queue position, an
+   * HTTP request's method, path and phase, the task joined); null otherwise.
+   */
+  readonly waitDetail: WaitDetail | null;
+  /**
+   * Set while a delivered cancellation unwinds the task: since when (`forMs`), why, and how long
+   * before its cleanup budget cuts it (`cutInMs`).
+   */
+  readonly unwinding: {
+    readonly forMs: number;
+    readonly reason: CancelReason;
+    readonly cutInMs: number;
+  } | null;
   /** Cancellation requests in flight against it. */
   readonly cancellationCount: number;
   readonly children: readonly TaskSnapshot[];
@@ -65,58 +83,24 @@ export function snapshot(task: Task<unknown>): TaskSnapshot {
   const t = task;
   const at = t.clock.now();
   const w = t.isSettled ? null : t.waitingOn;
+  const u = t.unwindingSince;
   return {
     id: t.id,
     name: t.name,
     path: t.path,
     state: t.state,
+    at,
     ageMs: at - t.startedAt,
     deadlineLeftMs: t.isSettled ? Infinity : Math.max(0, t.effectiveDeadline() - at),
     waitingOn:
       w?.description ??
       (t.isSettled ? null : t.liveChildren().length > 0 && !t.waitingOn ? "its children" : null),
     waitingForMs: w ? at - w.since : null,
+    waitDetail: w?.suspension.waitDetail?.() ?? null,
+    unwinding: u
+      ? { forMs: at - u.at, reason: u.reason, cutInMs: Math.max(0, u.cleanupDeadline - at) }
+      : null,
     cancellationCount: t.cancellationCount,
     children: t.liveChildren().map((c) => snapshot(c)),
   };
-}
-
-/**
- * Formats a snapshot as an indented tree, one task a line:
- * `server#1 running 2.0s, waiting on suspend()` …
- *
- * @example
- * ```ts
- * import { formatTaskTree, run, sleep, snapshot, spawn, suspend } from "@keel/core";
- * import { createVirtualClock } from "@keel/testing";
- * const clock = createVirtualClock({ autojump: false });
- * const root = run(function* server() {
- *   yield* spawn(function* poll() { yield* sleep(5000); });
- *   yield* suspend();
- * }, { clock });
- * await new Promise((resolve) => setImmediate(resolve));
- * clock.advance(1500);
- * console.log(formatTaskTree(snapshot(root)));
- * // server#… running 1.5s, waiting on suspend() for 1.5s
- * //   poll#… running 1.5s, waiting on sleep(5000) for 1.5s
- * await root.cancel();
- * ```
- */
-export function formatTaskTree(s: TaskSnapshot, indent = ""): string {
-  if (typeof s !== "object" || s === null || !Array.isArray(s.children))
-    throw invalidType("formatTaskTree(snapshot)", "a TaskSnapshot (from snapshot(task))", s);
-  if (typeof indent !== "string") throw invalidType("formatTaskTree(snapshot, indent)", "a string", indent);
-  const parts = [`${indent}${s.name}#${s.id} ${s.state} ${formatMs(s.ageMs)}`];
-  if (s.deadlineLeftMs !== Infinity) parts.push(`deadline in ${formatMs(s.deadlineLeftMs)}`);
-  if (s.waitingOn)
-    parts.push(
-      `waiting on ${s.waitingOn}${s.waitingForMs !== null ? ` for ${formatMs(s.waitingForMs)}` : ""}`,
-    );
-  if (s.cancellationCount > 0) parts.push(`${s.cancellationCount} cancellation request(s)`);
-  const line = parts.join(", ");
-  return [line, ...s.children.map((c) => formatTaskTree(c, `${indent}  `))].join("\n");
-}
-
-function formatMs(ms: number): string {
-  return ms >= 1000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms)}ms`;
 }

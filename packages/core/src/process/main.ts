@@ -2,16 +2,19 @@
  * `main`: run an operation as a process, with signals mapped to cancellation (semantics §8).
  * @module
  */
-import { checkDurationMs, KeelError } from "../errors.js";
+import { checkDurationMs, invalidType, KeelError } from "../errors.js";
 import { describeThrown } from "../format-value.js";
 import type { CancelReason } from "../kernel/cancelled.js";
 import type { Clock } from "../kernel/clock.js";
 import { checkOp, nameOf, type Op } from "../kernel/operation.js";
 import { otherLiveRoots } from "../kernel/roots.js";
-import type { TaskImpl } from "../kernel/task.js";
+import { setStepWatch, type TaskImpl } from "../kernel/task.js";
 import type { KeelEvent } from "../observe/events.js";
-import { formatTaskTree, snapshot } from "../observe/snapshot.js";
+import { formatTaskTree } from "../observe/format-tree.js";
+import { deliver, isoTime, type KeelLogger, type LogEvents, type LogLevel } from "../observe/logger.js";
+import { snapshot } from "../observe/snapshot.js";
 import { checkRootOptions, run } from "../run.js";
+import { openInspectSocket } from "./inspect-server.js";
 
 /**
  * Options of {@link main}.
@@ -42,6 +45,27 @@ export interface MainOptions {
   onEvent?: (event: KeelEvent) => void;
   /** The clock for every timer in the tree, the shutdown budget's included (default: the real clock). */
   clock?: Clock;
+  /**
+   * Receives Keel's warnings and `main`'s own lines (a signal received, a tree dump under
+   * `fields.tree`, a failed root at level `error`) as records instead of stderr. See `pinoLogger`.
+   */
+  logger?: KeelLogger;
+  /** Which events the logger gets besides warnings (as in `run`). */
+  logEvents?: LogEvents;
+  /** As in `run`: warn when an HTTP call or a job runs with no deadline of its caller's. */
+  warnNoDeadline?: boolean;
+  /**
+   * Reports (`task:blocked`, a warning) every step of a task that ran this long or longer without
+   * yielding, holding the event loop: a synchronous loop, a huge `JSON.parse`. Off by default; each
+   * step is timed on the host's monotonic clock while it is on.
+   */
+  blockedStepMs?: number;
+  /**
+   * Answers `keel-inspect <pid>` with the live task tree, over a unix socket in the temporary
+   * directory named by the pid (mode 0600, removed at exit). Also on with `KEEL_INSPECT=1` in the
+   * environment. Not on Windows.
+   */
+  inspect?: boolean;
 }
 
 /** The process's main root while it runs (semantics §8: one `main` per process). */
@@ -100,11 +124,18 @@ type ShutdownSignal = keyof typeof SIGNAL_EXIT_CODES;
 export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
   checkOp("main(op)", op);
   const { budget: cleanupBudgetMs } = checkRootOptions("main", options);
-  const { name, onEvent, clock } = options;
+  const { name, onEvent, clock, logger, logEvents, warnNoDeadline } = options;
   const shutdownBudgetMs = checkDurationMs(
     "main(op, { shutdownBudgetMs })",
     options.shutdownBudgetMs ?? cleanupBudgetMs,
   );
+  const blockedStepMs =
+    options.blockedStepMs === undefined
+      ? null
+      : checkDurationMs("main(op, { blockedStepMs })", options.blockedStepMs);
+  if (options.inspect !== undefined && typeof options.inspect !== "boolean")
+    throw invalidType("main(op, { inspect })", "a boolean", options.inspect);
+  const inspect = options.inspect ?? process.env.KEEL_INSPECT === "1";
 
   if (runningMain) {
     throw new KeelError(
@@ -118,9 +149,49 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
     cleanupBudgetMs,
     ...(onEvent ? { onEvent } : {}),
     ...(clock ? { clock } : {}),
+    ...(logger ? { logger } : {}),
+    ...(logEvents !== undefined ? { logEvents } : {}),
+    ...(warnNoDeadline !== undefined ? { warnNoDeadline } : {}),
   }) as TaskImpl<T>;
   // main reports the root's failure itself (printed, exit code 1).
   task.markHandled();
+  const origin = task.clock.now();
+  /**
+   * One line of main's own: to the logger as a record (`details` under `fields`), or to stderr as
+   * text (the detail's text on the lines after).
+   */
+  const say = (level: LogLevel, message: string, text?: string, details: Record<string, unknown> = {}) => {
+    if (!logger) {
+      process.stderr.write(`keel: ${message}\n${text === undefined ? "" : `${text}\n`}`);
+      return;
+    }
+    const at = task.clock.now();
+    deliver(logger, {
+      level,
+      message: `keel: ${message}`,
+      event: null,
+      path: task.path,
+      taskId: task.id,
+      time: isoTime(at),
+      sinceStartMs: Math.round(at - origin),
+      fields: details,
+    });
+  };
+  const restoreStepWatch =
+    blockedStepMs === null
+      ? null
+      : setStepWatch({ thresholdMs: blockedStepMs, now: () => performance.now() });
+  let closeInspect: (() => void) | null = null;
+  let settled = false;
+  if (inspect && process.platform !== "win32") {
+    openInspectSocket(task).then(
+      (close) => {
+        if (settled) close();
+        else closeInspect = close;
+      },
+      (e: unknown) => say("warn", `keel-inspect socket not opened: ${describeThrown(e)}`),
+    );
+  }
   runningMain = task as TaskImpl<unknown>;
 
   return new Promise<void>((resolve) => {
@@ -129,9 +200,9 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
     const cancelKeepAlive = keepAlive();
 
     /** This root's tree, then every other live root's (`run` beside `main`). */
-    const printTree = (headline: string) => {
-      const trees = [task, ...otherLiveRoots(task)].map((root) => formatTaskTree(snapshot(root)));
-      process.stderr.write(`keel: ${headline}\n${trees.join("\n")}\n`);
+    const printTree = (headline: string, level: LogLevel = "warn") => {
+      const tree = [task, ...otherLiveRoots(task)].map((root) => formatTaskTree(snapshot(root))).join("\n");
+      say(level, headline, tree, { tree });
     };
 
     /** Ends the process once the shutdown budget, counted from `at`, runs out (if it has one). */
@@ -152,9 +223,7 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
       signalled = signal;
       const at = task.clock.now();
       const budget = shutdownBudgetMs === Infinity ? "no budget" : `budget ${shutdownBudgetMs} ms`;
-      process.stderr.write(
-        `keel: ${signal} received; shutting down (${budget}; send it again to exit now)\n`,
-      );
+      say("info", `${signal} received; shutting down (${budget}; send it again to exit now)`);
       // Armed before the cancellation is delivered, so when the shutdown budget equals the cleanup
       // budget this timer fires first (same instant, registration order) and the process exits 1
       // with the tree of what hung, instead of waiting for the root's cut and abandonment.
@@ -165,7 +234,7 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
     };
     const onSigint = () => onShutdownSignal("SIGINT");
     const onSigterm = () => onShutdownSignal("SIGTERM");
-    const onSigusr2 = () => printTree("task tree (SIGUSR2):");
+    const onSigusr2 = () => printTree("task tree (SIGUSR2):", "info");
 
     process.on("SIGINT", onSigint);
     process.on("SIGTERM", onSigterm);
@@ -177,6 +246,9 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
       process.off("SIGTERM", onSigterm);
       process.off("SIGUSR2", onSigusr2);
       cancelBudget?.();
+      settled = true;
+      (closeInspect as (() => void) | null)?.();
+      if (blockedStepMs !== null) setStepWatch(restoreStepWatch);
       cancelKeepAlive();
       runningMain = null;
     };
@@ -206,7 +278,7 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
         return;
       }
       if (final.state === "failed") {
-        process.stderr.write(`keel: ${task.path} failed:\n${describeError(final.error)}\n`);
+        say("error", `${task.path} failed:`, describeError(final.error), { error: final.error });
         exitWhenAlone(1);
         return;
       }
@@ -216,7 +288,7 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
       }
       // Cancelled without a signal (the body threw a `Cancelled` it got from elsewhere): not a
       // success, and not a shutdown either.
-      process.stderr.write(`keel: ${task.path} ended cancelled (${final.reason.kind})\n`);
+      say("error", `${task.path} ended cancelled (${final.reason.kind})`);
       exitWhenAlone(1);
     });
 

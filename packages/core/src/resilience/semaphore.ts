@@ -13,6 +13,7 @@ import {
   type Outcome,
   SuspensionClass,
   suspensionClass,
+  type WaitDetail,
   type Waiter,
 } from "../kernel/operation.js";
 import { shapes } from "../kernel/shapes.js";
@@ -100,6 +101,10 @@ class QueuedTask extends SuspensionClass<void> {
   get description(): string {
     return `semaphore ${this.books.name}: ${this.books.waitingCount} waiting`;
   }
+  waitDetail(): WaitDetail {
+    const { name, waitingCount } = this.books;
+    return { kind: "semaphore", name, position: this.books.positionOf(this), waiting: waitingCount };
+  }
   enterWith(waiter: Waiter<void>): (() => void) | undefined {
     if (this.granted) {
       waiter.resolve(GRANTED);
@@ -154,6 +159,8 @@ export function createSemaphore(permits: number, options: { name?: string } = {}
 interface SemaphoreBooks {
   readonly name: string;
   readonly waitingCount: number;
+  /** 1-based place of a waiter in the queue, gone entries not counted (for a snapshot only: O(n)). */
+  positionOf(waiter: QueuedTask): number;
   /** A waiter not yet granted has left the queue (cancelled). */
   left(): void;
 }
@@ -229,6 +236,17 @@ class SemaphoreImpl implements Semaphore, SemaphoreBooks, PermitPool {
     checkOp("semaphore.use(op)", op);
     return new BoundOp2(useBody, this, op) as Operation<T>;
   };
+
+  positionOf(waiter: QueuedTask): number {
+    let position = 0;
+    for (let i = this.head; i < this.queue.length; i++) {
+      const entry = this.queue[i]!;
+      if (entry.gone) continue;
+      position++;
+      if (entry === waiter) return position;
+    }
+    return 0;
+  }
 
   /** Takes a free permit at once when nobody queues; otherwise queues and returns the wait. */
   enqueueOrTake(): QueuedTask | null {

@@ -12,6 +12,7 @@ import {
   type Outcome,
   SuspensionClass,
   suspensionClass,
+  type WaitDetail,
   type Waiter,
 } from "../kernel/operation.js";
 import { shapes } from "../kernel/shapes.js";
@@ -59,6 +60,9 @@ class SleepWait extends SuspensionClass<void> {
   }
   get description(): string {
     return `sleep(${this.ms})`;
+  }
+  waitDetail(): WaitDetail {
+    return { kind: "sleep", ms: this.ms, until: this.at };
   }
   enterWith(waiter: Waiter<void>): (() => void) | undefined {
     return this.at === Infinity ? undefined : this.clock.schedule(this.at, () => waiter.resolve(SLEPT));

@@ -1,0 +1,238 @@
+/**
+ * The logger hook: Keel's warnings and, on request, its events as structured records.
+ * @module
+ */
+import { invalidType } from "../errors.js";
+import { describeWarning } from "../kernel/runtime.js";
+import { type KeelEvent, type KeelEventType, warningEvents } from "./events.js";
+
+/**
+ * How much a record matters; `error` is only `main`'s report of a failed root.
+ *
+ * @example
+ * ```ts
+ * import { type LogLevel, run, shield, sleep, spawn, suspend } from "@keel/core";
+ * const levels: LogLevel[] = [];
+ * await run(function* () {
+ *   const w = yield* spawn(function* () { try { yield* suspend(); } finally { yield* shield(sleep(50)); } });
+ *   yield* sleep(1);
+ *   yield* w.cancel();
+ * }, { cleanupBudgetMs: 10, logger: (r) => levels.push(r.level) });
+ * console.log(levels[0]); // warn (the cleanup overran its 10 ms)
+ * ```
+ */
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+/**
+ * One line of Keel's log: a warning, an event (with `logEvents`), or a line of `main`'s.
+ *
+ * @example
+ * ```ts
+ * import { type LogRecord, run, sleep, timeout } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const records: LogRecord[] = [];
+ * await run(function* () {
+ *   try { yield* timeout(10, sleep(100)); } catch {}
+ * }, { clock: createVirtualClock(), logger: (r) => records.push(r), logEvents: "info" });
+ * const fired = records.find((r) => r.event === "timeout:fire")!;
+ * console.log(fired.level, fired.sinceStartMs, fired.fields.timeoutMs); // info 10 10
+ * ```
+ */
+export interface LogRecord {
+  readonly level: LogLevel;
+  /** One readable line: `keel: cleanup:overrun at main#1/worker#3: cleanup exceeded 5000 ms while waiting on sleep(60000)`. */
+  readonly message: string;
+  /** The event's `type`; null for a line of `main`'s own (a signal received, a tree dump). */
+  readonly event: KeelEventType | null;
+  /** The task's path (`main#1/worker#3`) and id; null for a line about no task. */
+  readonly path: string | null;
+  readonly taskId: number | null;
+  /** The clock's time as an ISO date (on the real clock, the wall time; on a virtual one, from 1970). */
+  readonly time: string;
+  /** Milliseconds since the root started, on its clock. */
+  readonly sinceStartMs: number;
+  /** The event's own fields (`reason`, `error`, `budgetMs`, `waitingOn`…); `main`'s extras (`tree`). */
+  readonly fields: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * Receives Keel's log records (a `run` or `main` option): per run, like `onEvent`, so two runs in
+ * one process may log to different places. See {@link pinoLogger} for pino.
+ *
+ * @example
+ * ```ts
+ * import { type KeelLogger, run } from "@keel/core";
+ * const logger: KeelLogger = (r) => console.log(JSON.stringify({ level: r.level, msg: r.message, path: r.path }));
+ * await run(function* () {}, { logger });
+ * ```
+ */
+export type KeelLogger = (record: LogRecord) => void;
+
+/**
+ * Which events a logger gets besides warnings: `true` or `"debug"` every one, `"info"` the notable.
+ *
+ * @example
+ * ```ts
+ * import { type LogEvents, run, sleep } from "@keel/core";
+ * const logEvents: LogEvents = "debug";
+ * const seen: string[] = [];
+ * await run(function* job() { yield* sleep(1); }, { logger: (r) => seen.push(`${r.level} ${r.event}`), logEvents });
+ * console.log(seen); // ["debug task:start", "debug task:settle"]
+ * ```
+ */
+export type LogEvents = boolean | "debug" | "info";
+
+/**
+ * Debug: the events every task or request has (starts, settles, phases, attempts). Info: the rest
+ * that is not a warning (a cancellation, a timeout, a retry's sleep or give-up, a breaker, a job).
+ */
+const DEBUG_EVENTS: ReadonlySet<KeelEventType> = new Set<KeelEventType>([
+  "task:start",
+  "task:settle",
+  "timeout:superseded",
+  "retry:attempt",
+  "http:request",
+  "http:connect",
+  "http:headers",
+  "http:body",
+  "shield:delay",
+]);
+
+/** The level of an event's record. */
+export function levelOf(type: KeelEventType): LogLevel {
+  if (warningEvents.has(type)) return "warn";
+  return DEBUG_EVENTS.has(type) ? "debug" : "info";
+}
+
+/** @internal Turns an event into its record; `origin` is the root's start on its clock. */
+export function eventRecord(event: KeelEvent, origin: number): LogRecord {
+  const { type, at, taskId, path, ...fields } = event;
+  const said = describeWarning(event);
+  return {
+    level: levelOf(type),
+    message: `keel: ${type} at ${path}${said ? `: ${said}` : ""}`,
+    event: type,
+    path,
+    taskId,
+    time: isoTime(at),
+    sinceStartMs: Math.round(at - origin),
+    fields,
+  };
+}
+
+/** An ISO date for a clock reading; a clock far outside dates' range still gives a record. */
+export function isoTime(at: number): string {
+  const d = new Date(at);
+  return Number.isNaN(d.getTime()) ? String(at) : d.toISOString();
+}
+
+/**
+ * @internal The `onEvent` a run gets from its `onEvent`, `logger` and `logEvents` options: null when
+ * nothing listens to every event (the logger then only takes warnings, through `warningSink`).
+ */
+export function composeListener(
+  onEvent: ((event: KeelEvent) => void) | undefined,
+  logger: KeelLogger | undefined,
+  logEvents: LogEvents | undefined,
+  origin: number,
+): ((event: KeelEvent) => void) | undefined {
+  const minimum =
+    logEvents === true || logEvents === "debug" ? "debug" : logEvents === "info" ? "info" : "warn";
+  const toLogger = logger
+    ? (event: KeelEvent) => {
+        const level = levelOf(event.type);
+        if (minimum === "warn" ? level !== "warn" : minimum === "info" && level === "debug") return;
+        deliver(logger, eventRecord(event, origin));
+      }
+    : undefined;
+  if (!onEvent) return minimum === "warn" ? undefined : toLogger;
+  if (!toLogger) return onEvent;
+  return (event) => {
+    try {
+      onEvent(event);
+    } finally {
+      toLogger(event);
+    }
+  };
+}
+
+/** @internal Hands a record to the logger; a logger that throws is reported, never fatal. */
+export function deliver(logger: KeelLogger, record: LogRecord): void {
+  try {
+    logger(record);
+  } catch (e) {
+    console.error("keel: a logger threw", e);
+  }
+}
+
+/**
+ * The methods {@link pinoLogger} calls: pino's, or any logger's with the same shape.
+ *
+ * @example
+ * ```ts
+ * import { type PinoLike, pinoLogger, run, sleep, timeout } from "@keel/core";
+ * const lines: string[] = [];
+ * const console_: PinoLike = {
+ *   warn: (o, m) => lines.push(`WARN ${m}`),
+ *   info: (o, m) => lines.push(`INFO ${m} ${o.path}`),
+ *   debug: () => {},
+ * };
+ * await run(function* () { try { yield* timeout(5, sleep(10)); } catch {} }, { logger: pinoLogger(console_), logEvents: "info" });
+ * console.log(lines.length); // 2: the timeout firing and its cancellation request
+ * ```
+ */
+export interface PinoLike {
+  warn(object: Record<string, unknown>, message: string): void;
+  info(object: Record<string, unknown>, message: string): void;
+  debug(object: Record<string, unknown>, message: string): void;
+  error?(object: Record<string, unknown>, message: string): void;
+}
+
+/**
+ * A {@link KeelLogger} writing to a pino logger (or anything with pino's `warn`/`info`/`debug`
+ * methods): each record at its level, as `{ keel: type, path, taskId, sinceStartMs, ...fields }`
+ * with the record's message; an `error` field goes under `err`, so pino's error serializer prints
+ * its stack. pino adds its own `time`. Keel does not import pino.
+ *
+ * @example
+ * ```ts
+ * import { pinoLogger, run, withCleanupBudget, sleep, shield, spawn, suspend } from "@keel/core";
+ * import pino from "pino";
+ * const log = pino({ level: "debug" });
+ * await run(function* () {
+ *   const w = yield* spawn(function* worker() {
+ *     try { yield* suspend(); } finally { yield* shield(sleep(20)); }
+ *   });
+ *   yield* sleep(1);
+ *   yield* w.cancel();
+ * }, { logger: pinoLogger(log), logEvents: "info" });
+ * // {"level":30,…,"keel":"cancel:request","path":"run#1/worker#2",…,"msg":"keel: cancel:request at run#1/worker#2"}
+ * ```
+ */
+export function pinoLogger(pino: PinoLike): KeelLogger {
+  if (
+    typeof pino !== "object" ||
+    pino === null ||
+    typeof pino.warn !== "function" ||
+    typeof pino.info !== "function" ||
+    typeof pino.debug !== "function"
+  )
+    throw invalidType(
+      "pinoLogger(pino)",
+      "an object with warn, info and debug methods (a pino logger)",
+      pino,
+    );
+  return (r) => {
+    const { error, ...rest } = r.fields as { error?: unknown };
+    const object: Record<string, unknown> = {
+      keel: r.event,
+      path: r.path,
+      taskId: r.taskId,
+      sinceStartMs: r.sinceStartMs,
+      ...rest,
+    };
+    if (error !== undefined) object.err = error;
+    if (r.level === "error") (pino.error ?? pino.warn).call(pino, object, r.message);
+    else pino[r.level](object, r.message);
+  };
+}

@@ -2,6 +2,6 @@
  * `@keel/otel`: OpenTelemetry traces and metrics for Keel, from its diagnostics channels.
  *
  * An explicit barrel: everything public is named here.
- * @module
+ * @module @keel/otel
  */
 export { type InstrumentOptions, instrument } from "./instrument.js";

@@ -9,6 +9,7 @@ import { constant, run, spawn, until } from "@keel/core";
 import { createHttpClient, HttpTimeoutError } from "@keel/core/http";
 import { Agent, type Dispatcher, MockAgent, ProxyAgent } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openSocketsAfter } from "../../test/support/http.js";
 
 let target: Server;
 let proxy: Server;
@@ -74,12 +75,6 @@ afterAll(async () => {
   await Promise.all([target, proxy].map((s) => new Promise((r) => s.close(r))));
 });
 
-async function targetOpenAfter(boundMs: number): Promise<number> {
-  const until = Date.now() + boundMs;
-  while (targetSockets.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
-  return targetSockets.size;
-}
-
 describe("a dispatcher of the user's", () => {
   it("a ProxyAgent tunnels through a real CONNECT proxy, and cancelling a request on the wire closes its tunnel to the server", async () => {
     const dispatcher = new ProxyAgent({ uri: proxyUrl, proxyTunnel: true });
@@ -106,7 +101,7 @@ describe("a dispatcher of the user's", () => {
       await dispatcher.close();
     }
     // The pooled tunnel of the first request was the dispatcher's, closed with it.
-    expect(await targetOpenAfter(2000)).toBe(0);
+    expect(await openSocketsAfter(targetSockets, 2000)).toBe(0);
   });
 
   it("the client's phase limits hold over a user's dispatcher: headersMs ends a request its proxy holds", async () => {
@@ -128,7 +123,7 @@ describe("a dispatcher of the user's", () => {
         }
       });
       expect(phase).toBe("headers");
-      expect(await targetOpenAfter(2000)).toBe(0);
+      expect(await openSocketsAfter(targetSockets, 2000)).toBe(0);
     } finally {
       await dispatcher.close();
     }

@@ -7,6 +7,7 @@ import type { Socket } from "node:net";
 import { run, until } from "@keel/core";
 import { createHttpClient, HttpResponseTooLargeError } from "@keel/core/http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openSocketsAfter } from "../../test/support/http.js";
 
 const MiB = 1024 * 1024;
 let server: Server;
@@ -55,13 +56,6 @@ afterAll(async () => {
   for (const s of open) s.destroy();
   await new Promise((r) => server.close(r));
 });
-
-/** Waits, at most `boundMs`, for the server to have no socket open; returns how many are left. */
-async function openAfter(boundMs: number): Promise<number> {
-  const until = Date.now() + boundMs;
-  while (open.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
-  return open.size;
-}
 
 function described(e: unknown) {
   if (!(e instanceof HttpResponseTooLargeError)) throw e;
@@ -113,7 +107,7 @@ describe("maxResponseBytes", () => {
     });
     expect(out).toMatchObject({ code: "KEEL_HTTP_RESPONSE_TOO_LARGE", limitBytes: MiB });
     expect(hits).toBe(1);
-    expect(await openAfter(2000)).toBe(0);
+    expect(await openSocketsAfter(open, 2000)).toBe(0);
   });
 
   it("the default is 64 MiB: a content-length one byte over fails before any of the body is read", async () => {
@@ -160,5 +154,5 @@ describe("maxResponseBytes", () => {
 
 /** The server's open sockets after a bounded wait, from inside a Keel operation. */
 function* waitForServer() {
-  return yield* until(openAfter(2000));
+  return yield* until(openSocketsAfter(open, 2000));
 }

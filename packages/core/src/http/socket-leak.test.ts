@@ -15,6 +15,7 @@ import type { Socket } from "node:net";
 import { isCancelled, run, scoped, spawn, type Task, timeout } from "@keel/core";
 import { createHttpClient } from "@keel/core/http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openSocketsAfter } from "../../test/support/http.js";
 
 let server: Server;
 let base = "";
@@ -79,13 +80,6 @@ function prng(seed: number): () => number {
   };
 }
 
-/** Waits, at most `boundMs`, for the server to have no socket open; returns how many are left. */
-async function openAfter(boundMs: number): Promise<number> {
-  const until = Date.now() + boundMs;
-  while (open.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
-  return open.size;
-}
-
 /**
  * Eight workers over one client, each making requests under random timeouts; when the 12th request
  * starts, a random third of the workers are cancelled, the way a failing sibling would.
@@ -139,7 +133,7 @@ describe("HTTP sockets after the client's scope ends", () => {
       } catch {
         // the overall timeout: what is checked is what it leaves behind
       }
-      const left = await openAfter(2000);
+      const left = await openSocketsAfter(open, 2000);
       if (left > 0)
         leaks.push(`seed ${seed}: ${left} open, requests ${[...open].map((s) => requestsOn.get(s))}`);
       for (const s of open) s.destroy();

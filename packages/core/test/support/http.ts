@@ -19,6 +19,16 @@ export async function settle(done: () => boolean): Promise<void> {
 }
 
 /**
+ * Waits, at most `boundMs` of real time, for a server's set of open sockets to empty (the peer sees a
+ * close a moment after the client destroys its end); returns how many are left.
+ */
+export async function openSocketsAfter(open: ReadonlySet<unknown>, boundMs: number): Promise<number> {
+  const until = Date.now() + boundMs;
+  while (open.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+  return open.size;
+}
+
+/**
  * Registers a `beforeEach` that waits for a previous test's sockets to finish closing and takes the
  * handle counts of `watched` as the baseline; returns the counter and the leak check against it.
  */

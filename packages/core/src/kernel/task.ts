@@ -520,7 +520,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     let f: Frame | null = this.rootOpened ? this.top : this.owner;
     while (f !== null) {
       const errors = f.errors;
-      if (errors !== null && errors.includes(error)) return true;
+      if (errors?.includes(error)) return true;
       f = f.parent ?? f.task.owner;
     }
     return false;

@@ -15,8 +15,13 @@ export interface Suspended {
 }
 
 export interface Peer {
-  /** Spawns `n` children under one parent, then joins each of them in turn. */
+  /**
+   * Spawns `n` children under one parent, then joins each of them in turn; each child is a
+   * generator closure made at its spawn (`spawn(function* () { return i })`), as users write it.
+   */
   spawnJoin(n: number): Promise<void>;
+  /** As `spawnJoin`, with one child body made once and shared (the form for hot loops). */
+  spawnJoinShared(n: number): Promise<void>;
   /** Suspends `n` times in sequence, each resumed from a microtask (an already resolved promise). */
   microtasks(n: number): Promise<void>;
   /** Suspends `n` times in sequence, each resumed from `setImmediate` (a macrotask). */

@@ -4,7 +4,7 @@
  */
 import type { Counters, Peer } from "./peer.js";
 
-export type ScenarioId = "spawn-join" | "microtask" | "macrotask" | "cancel" | "heap";
+export type ScenarioId = "spawn-join" | "spawn-join-shared" | "microtask" | "macrotask" | "cancel" | "heap";
 
 export interface Scenario {
   readonly id: ScenarioId;
@@ -41,10 +41,17 @@ function collect(): void {
 export const scenarios: readonly Scenario[] = [
   {
     id: "spawn-join",
-    title: "spawn+join 100k children",
+    title: "spawn+join 100k children, a closure per child",
     unit: "ms",
     n: 100_000,
     measure: (peer, n) => elapsedMs(() => peer.spawnJoin(n)),
+  },
+  {
+    id: "spawn-join-shared",
+    title: "spawn+join 100k children, one shared body",
+    unit: "ms",
+    n: 100_000,
+    measure: (peer, n) => elapsedMs(() => peer.spawnJoinShared(n)),
   },
   {
     id: "microtask",

@@ -29,6 +29,12 @@ async function sleeper(signal: AbortSignal, counters: Counters): Promise<void> {
 export const peer: Peer = {
   async spawnJoin(n) {
     const children: Promise<number>[] = [];
+    for (let i = 0; i < n; i++) children.push((async () => i)());
+    for (const c of children) await c;
+  },
+
+  async spawnJoinShared(n) {
+    const children: Promise<number>[] = [];
     for (let i = 0; i < n; i++) children.push(child());
     for (const c of children) await c;
   },

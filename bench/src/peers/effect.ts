@@ -8,7 +8,7 @@
 import { Effect, Fiber } from "effect";
 import type { Counters, Peer, Suspended } from "../peer.js";
 
-// The children's bodies are made once, so that every sample measures the runtime, not closure creation.
+// The shared-body row's child, made once (the spawn-join row makes a closure per child instead).
 const child = Effect.gen(function* child() {
   return 1;
 });
@@ -36,6 +36,24 @@ const sleepersParent = Effect.gen(function* parent() {
 
 export const peer: Peer = {
   async spawnJoin(n) {
+    await Effect.runPromise(
+      Effect.gen(function* parent() {
+        const fibers: Fiber.Fiber<number>[] = [];
+        for (let i = 0; i < n; i++) {
+          fibers.push(
+            yield* Effect.forkChild(
+              Effect.gen(function* () {
+                return i;
+              }),
+            ),
+          );
+        }
+        for (const fiber of fibers) yield* Fiber.join(fiber);
+      }),
+    );
+  },
+
+  async spawnJoinShared(n) {
     await Effect.runPromise(
       Effect.gen(function* parent() {
         const fibers: Fiber.Fiber<number>[] = [];

@@ -21,6 +21,9 @@ export const peer: Peer = {
   async spawnJoin(n) {
     await Promise.all(inTwoContexts(n, (half) => keel.spawnJoin(half)));
   },
+  async spawnJoinShared(n) {
+    await Promise.all(inTwoContexts(n, (half) => keel.spawnJoinShared(half)));
+  },
   async microtasks(n) {
     await Promise.all(inTwoContexts(n, (half) => keel.microtasks(half)));
   },

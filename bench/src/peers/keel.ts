@@ -5,7 +5,7 @@
 import { action, run, spawn, suspend, type Task, until } from "@keel/core";
 import type { Counters, Peer, Suspended } from "../peer.js";
 
-// The children's bodies are made once, so that every sample measures the runtime, not closure creation.
+// The shared-body row's child, made once (the spawn-join row makes a closure per child instead).
 function* child() {
   return 1;
 }
@@ -32,6 +32,19 @@ function* sleepersParent() {
 
 export const peer: Peer = {
   async spawnJoin(n) {
+    await run(function* parent() {
+      const tasks: Task<number>[] = [];
+      for (let i = 0; i < n; i++)
+        tasks.push(
+          yield* spawn(function* () {
+            return i;
+          }),
+        );
+      for (const task of tasks) yield* task;
+    });
+  },
+
+  async spawnJoinShared(n) {
     await run(function* parent() {
       const tasks: Task<number>[] = [];
       for (let i = 0; i < n; i++) tasks.push(yield* spawn(child));

@@ -73,7 +73,7 @@ export function* settle<R>(
   try {
     return { status: "fulfilled", value: yield* delegate(op) };
   } catch (reason) {
-    if (isCancelled(reason) || task.requests.length > 0) throw reason;
+    if (isCancelled(reason) || task.requestCount > 0) throw reason;
     return { status: "rejected", reason };
   }
 }

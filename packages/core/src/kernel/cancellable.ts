@@ -9,7 +9,16 @@ import type { KeelEventInput } from "../observe/events.js";
 import { Cancelled, type CancelReason } from "./cancelled.js";
 import type { Clock } from "./clock.js";
 import type { ContextValues } from "./context-values.js";
-import { type CancelRequest, Frame, sequence, type Unwinding } from "./frame.js";
+import {
+  type CancelRequest,
+  cleanupDeadlineOf,
+  Frame,
+  isExternal,
+  sequence,
+  sinceOf,
+  type Unwinding,
+  unwindingAt,
+} from "./frame.js";
 import type { Interruptible, Outcome, Suspension } from "./operation.js";
 import { enqueue, type Runnable, whenDrained } from "./scheduler.js";
 import type { TreeTask } from "./tree-task.js";
@@ -32,11 +41,12 @@ export interface Current extends Runnable {
 const DELIVERED = 8;
 const ABANDON_PENDING = 16;
 
-const NO_REQUESTS: CancelRequest[] = Object.freeze([]) as unknown as CancelRequest[];
-const NO_UNWINDINGS: Unwinding[] = Object.freeze([]) as unknown as Unwinding[];
-
-// Unwindings delivered during the current drain, whose budget timers wait for its end (pairs).
-const budgetsAfterDrain: Array<CancellableTask | Unwinding> = [];
+// Tasks that delivered a cancellation during the current drain: their budget timers wait for its
+// end. Slots [0, budgetCount) are live; the array keeps its capacity between drains (a cascade that
+// cancels 10k tasks would otherwise grow it from empty every time) up to `KEEP_BUDGET_SLOTS`.
+const budgetsAfterDrain: Array<CancellableTask | null> = [];
+let budgetCount = 0;
+const KEEP_BUDGET_SLOTS = 1 << 15;
 
 /** Not delivered yet, its frame still on the stack, and fresh for the unwinding in progress (if any). */
 function deliverable(r: CancelRequest, last: Unwinding | null): boolean {
@@ -48,9 +58,9 @@ function deliverable(r: CancelRequest, last: Unwinding | null): boolean {
   return !f.closed && (!last || f.entrySeq > last.seq);
 }
 
-function armAfterDrain(task: CancellableTask, u: Unwinding): void {
-  if (budgetsAfterDrain.length === 0) whenDrained(flushBudgets);
-  budgetsAfterDrain.push(task, u);
+function armAfterDrain(task: CancellableTask): void {
+  if (budgetCount === 0) whenDrained(flushBudgets);
+  budgetsAfterDrain[budgetCount++] = task;
 }
 
 function flushBudgets(): void {
@@ -58,19 +68,23 @@ function flushBudgets(): void {
   // Each timer is armed in its task's async context (a host timer keeps the one it was armed in):
   // what the budget's end runs, a teardown or an `onEvent` handler, must see the task's.
   const list = budgetsAfterDrain;
+  const n = budgetCount;
   let i = 0;
-  while (i < list.length) i = (list[i] as TreeTask).asyncContext.runInAsyncScope(armBudgets, null, i);
-  list.length = 0;
+  while (i < n) i = (list[i] as unknown as TreeTask).asyncContext.runInAsyncScope(armBudgets, null, i);
+  budgetCount = 0;
+  if (list.length > KEEP_BUDGET_SLOTS) list.length = 0;
+  else list.fill(null, 0, n);
 }
 
-/** Arms the budgets from pair `i` on while their tasks share its async context; returns where it stopped. */
+/** Arms the budgets from slot `i` on while their tasks share its async context; returns where it stopped. */
 function armBudgets(i: number): number {
   const list = budgetsAfterDrain;
-  const context = (list[i] as TreeTask).asyncContext;
+  const n = budgetCount;
+  const context = (list[i] as unknown as TreeTask).asyncContext;
   do {
-    (list[i] as CancellableTask).armBudget(list[i + 1] as Unwinding);
-    i += 2;
-  } while (i < list.length && (list[i] as TreeTask).asyncContext === context);
+    list[i]!.armBudgets();
+    i++;
+  } while (i < n && (list[i] as unknown as TreeTask).asyncContext === context);
   return i;
 }
 
@@ -82,10 +96,14 @@ export abstract class CancellableTask {
   private rootFrame: Frame | null = null;
   /** Invariant: the innermost frame (null only while `rootFrame` is); its chain ends at the root. */
   private topFrame: Frame | null = null;
-  /** Invariant: every request here belongs to a frame on the stack (or is external). */
-  /** Empty shared arrays until the first request: most tasks are never cancelled, so they never pay for them. */
-  requests: CancelRequest[] = NO_REQUESTS;
-  unwinding: Unwinding[] = NO_UNWINDINGS;
+  /**
+   * The requests counted against the task, oldest first, linked by `next` (a list, not an array:
+   * most tasks are never cancelled, and a cancelled one needs no array for its one request).
+   * Invariant: every request here belongs to a frame on the stack (or is external).
+   */
+  firstRequest: CancelRequest | null = null;
+  /** The newest unwinding in progress, linked to older ones by `prev` (and back by `next`). */
+  lastUnwinding: Unwinding | null = null;
   /** The suspension the task waits at, or null while it runs or waits for its children. */
   protected current: Current | null = null;
   /** Bits: the subclass's (below 8) and `DELIVERED`, `ABANDON_PENDING`; one field keeps tasks small. */
@@ -97,7 +115,6 @@ export abstract class CancellableTask {
   protected set delivered(on: boolean) {
     this.flags = on ? this.flags | DELIVERED : this.flags & ~DELIVERED;
   }
-  protected hardThrows = 0;
   protected get abandonPending(): boolean {
     return (this.flags & ABANDON_PENDING) !== 0;
   }
@@ -154,16 +171,13 @@ export abstract class CancellableTask {
     // task that never needed its root frame (parked in `suspend()`, say) does not make one.
     // `reason.at` is when the request is counted: a reason is made for its request, and the cascade
     // to the region's children is synchronous (no clock read here: cancelling 10k tasks is a bench row).
-    const r: CancelRequest = {
-      frame: external ? null : frame,
-      reason,
-      external,
-      deliveredIn: null,
-      since: reason.at,
-    };
-    // A literal, not `[]` then push: a push grows an empty array to 16 slots, for a list of one.
-    if (this.requests === NO_REQUESTS) this.requests = [r];
-    else this.requests.push(r);
+    const r: CancelRequest = { frame: external ? null : frame, reason, deliveredIn: null, since: null, next: null };
+    let tail = this.firstRequest;
+    if (tail === null) this.firstRequest = r;
+    else {
+      while (tail.next !== null) tail = tail.next;
+      tail.next = r;
+    }
     if (!external) frame!.request = r;
     if (this.listening)
       this.emit({ type: "cancel:request", reason, owner: external ? "outside" : frame!.info });
@@ -212,31 +226,32 @@ export abstract class CancellableTask {
    * Picks the outermost deliverable request, so the reason seen is the claim that will win.
    */
   takeDelivery(level: Interruptible): Cancelled | null {
-    if (level === "never" || (this.requests.length === 0 && this.unwinding.length === 0)) return null;
+    const last = this.lastUnwinding;
+    if (level === "never" || (this.firstRequest === null && last === null)) return null;
     // A cut deferred while the task waited for its children applies at its first step of its own.
-    // Indexed loops here and below: for-of allocates an iterator wherever V8 does not optimize the
-    // caller, and these run on every delivery.
-    const unwinding = this.unwinding;
-    for (let i = 0; i < unwinding.length; i++) {
-      const u = unwinding[i]!;
-      if (u.cutDeferred && this.hasBody) this.cut(u);
-    }
-    for (let i = 0; i < unwinding.length; i++) {
-      const u = unwinding[i]!;
-      if (u.hardCancelled) {
-        if (++this.hardThrows > HARD_THROW_LIMIT) this.abandonPending = true;
-        return u.hardCancelled;
+    if (last !== null) {
+      // The oldest hard cancellation is thrown (the list is walked from the newest).
+      let hard: Unwinding | null = null;
+      for (let u: Unwinding | null = last; u !== null; u = u.prev) {
+        if (u.cutDeferred && this.hasBody) this.cut(u);
+        if (u.hardCancelled) hard = u;
+      }
+      if (hard) {
+        if (++hard.hardThrows > HARD_THROW_LIMIT) this.abandonPending = true;
+        return hard.hardCancelled;
       }
     }
-    if (level !== "normal" || this.requests.length === 0) return null;
-    const last = this.unwinding.length > 0 ? this.unwinding[this.unwinding.length - 1]! : null;
-    // The outermost deliverable request; depths are walked only when there is a choice to make.
+    if (level !== "normal" || this.firstRequest === null) return null;
+    // The outermost deliverable request (the first of equals); depths are walked only when there is
+    // a choice to make. The budget runs from the earliest one (semantics §5: a delivery deferred by a
+    // wait for children must not add a budget; a cut due already applies on arrival); every request
+    // was counted before now, so no clock read is needed for it.
     let best: CancelRequest | null = null;
     let bestDepth = -1;
-    const requests = this.requests;
-    for (let i = 0; i < requests.length; i++) {
-      const r = requests[i]!;
+    let from: CancelRequest | null = null;
+    for (let r: CancelRequest | null = this.firstRequest; r !== null; r = r.next) {
       if (!deliverable(r, last)) continue;
+      if (from === null || sinceOf(r) < sinceOf(from)) from = r;
       if (!best) {
         best = r;
         continue;
@@ -248,41 +263,47 @@ export abstract class CancellableTask {
         bestDepth = d;
       }
     }
-    if (!best) return null;
-    const now = this.clock.now();
+    if (!best || !from) return null;
     const budgetMs = (this.contextsNow()[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
-    // The budget runs from the earliest request delivered here, not from the delivery (semantics §5:
-    // a delivery deferred by a wait for children must not add a budget; the cut applies on arrival).
-    let at = now;
-    for (let i = 0; i < requests.length; i++) {
-      const r = requests[i]!;
-      if (r.since < at && deliverable(r, last)) at = r.since;
-    }
     const u: Unwinding = {
       seq: sequence(),
       cancelled: new Cancelled(best.reason),
-      at,
+      from,
       budgetMs,
-      cleanupDeadline: Math.min(at + budgetMs, last ? last.cleanupDeadline : Infinity),
+      capAt: last ? cleanupDeadlineOf(last) : null,
       carried: 0,
       hardCancelled: null,
+      hardThrows: 0,
       cutDeferred: false,
       cancelTimer: null,
+      prev: last,
     };
-    for (let i = 0; i < requests.length; i++) {
-      const r = requests[i]!;
+    for (let r: CancelRequest | null = this.firstRequest; r !== null; r = r.next) {
       if (deliverable(r, last)) {
         r.deliveredIn = u;
         u.carried++;
       }
     }
-    if (this.unwinding === NO_UNWINDINGS) this.unwinding = [u];
-    else this.unwinding.push(u);
+    this.lastUnwinding = u;
     this.delivered = true;
     // Most cleanups finish within the drain that delivered them: arm the budget timer only for an
     // unwinding still going once the drain is over (it is due at the same instant either way).
-    armAfterDrain(this, u);
+    armAfterDrain(this);
     return u.cancelled;
+  }
+
+  /** The oldest unwinding in progress, or null. */
+  firstUnwinding(): Unwinding | null {
+    let u = this.lastUnwinding;
+    if (u === null) return null;
+    while (u.prev !== null) u = u.prev;
+    return u;
+  }
+
+  /** True while `u` is one of the task's unwindings in progress. */
+  private hasUnwinding(u: Unwinding): boolean {
+    for (let x = this.lastUnwinding; x !== null; x = x.prev) if (x === u) return true;
+    return false;
   }
 
   /**
@@ -291,31 +312,31 @@ export abstract class CancellableTask {
    * keeps waiting for the shielded work, which its limit bounds; that time is not cleanup).
    */
   shieldWaitEnded(limitAt: number): void {
-    const requests = this.requests;
-    if (requests.length === 0) return;
+    if (this.firstRequest === null) return;
     const from = Math.min(this.clock.now(), limitAt);
-    for (let i = 0; i < requests.length; i++) {
-      const r = requests[i]!;
-      if (!r.deliveredIn && r.since < from) r.since = from;
-    }
+    for (let r: CancelRequest | null = this.firstRequest; r !== null; r = r.next)
+      if (!r.deliveredIn && sinceOf(r) < from) r.since = from;
   }
 
   /** The request from outside the task, if one is counted (there is at most one). */
   externalRequest(): CancelRequest | null {
-    const requests = this.requests;
-    for (let i = 0; i < requests.length; i++) if (requests[i]!.external) return requests[i]!;
+    for (let r: CancelRequest | null = this.firstRequest; r !== null; r = r.next) if (isExternal(r)) return r;
     return null;
   }
 
-  /** @internal Arms the cleanup-budget timer of `u` if the unwinding outlived its drain. */
-  armBudget(u: Unwinding): void {
-    if (this.isSettled || u.cancelTimer || u.hardCancelled || !this.unwinding.includes(u)) return;
-    u.cancelTimer = this.clock.schedule(u.at + u.budgetMs, () => this.cut(u));
+  /** @internal Arms the cleanup-budget timers of the unwindings that outlived their drain. */
+  armBudgets(): void {
+    if (this.isSettled) return;
+    for (let u = this.lastUnwinding; u !== null; u = u.prev) {
+      if (u.cancelTimer || u.hardCancelled) continue;
+      const unwinding = u;
+      u.cancelTimer = this.clock.schedule(unwindingAt(u) + u.budgetMs, () => this.cut(unwinding));
+    }
   }
 
   /** The cleanup budget ran out: cut the pending step, then abandon one budget later. */
   protected cut(u: Unwinding): void {
-    if (this.isSettled || !this.unwinding.includes(u)) return;
+    if (this.isSettled || !this.hasUnwinding(u)) return;
     // Time spent waiting for children is bounded by their own budgets; the cut is for this task's
     // own code, so it waits until the task runs again (and never comes once the body has finished).
     u.cutDeferred = !this.hasBody || (this.current !== null && this.current.s.interruptible === "never");
@@ -333,34 +354,63 @@ export abstract class CancellableTask {
     });
     // Abandoned one budget after a cut on time, and at once after one deferred past that (a task
     // hard-cancelled finishes within its next steps): by two budgets from the request either way.
-    u.cancelTimer = this.clock.schedule(Math.max(now, u.at + 2 * u.budgetMs), () => this.abandon());
+    u.cancelTimer = this.clock.schedule(Math.max(now, unwindingAt(u) + 2 * u.budgetMs), () => this.abandon());
     const cur = this.current;
     if (cur && !cur.outcome) enqueue(cur);
   }
 
   /** Removes a request; an unwinding whose requests are all withdrawn has ended. */
   withdraw(r: CancelRequest): void {
-    const i = this.requests.indexOf(r);
-    if (i >= 0) this.requests.splice(i, 1);
+    let found = false;
+    if (this.firstRequest === r) {
+      this.firstRequest = r.next;
+      found = true;
+    } else {
+      for (let p = this.firstRequest; p !== null; p = p.next) {
+        if (p.next === r) {
+          p.next = r.next;
+          found = true;
+          break;
+        }
+      }
+    }
+    if (found) r.next = null;
     if (r.frame !== null && r.frame.request === r) r.frame.request = null;
     const u = r.deliveredIn;
-    if (u && i >= 0 && --u.carried === 0) this.endUnwinding(u);
+    if (u && found && --u.carried === 0) this.endUnwinding(u);
   }
 
   /** Forgets every request and unwinding (the task has settled or been abandoned). */
   protected clearCancellation(): void {
-    const unwinding = this.unwinding;
-    for (let i = 0; i < unwinding.length; i++) unwinding[i]!.cancelTimer?.();
-    this.unwinding = NO_UNWINDINGS;
-    this.requests = NO_REQUESTS;
+    for (let u = this.lastUnwinding; u !== null; u = u.prev) u.cancelTimer?.();
+    this.lastUnwinding = null;
+    this.firstRequest = null;
+  }
+
+  /** Forgets the requests only (an abandoned task: its unwindings stay, for its state). */
+  protected clearRequests(): void {
+    this.firstRequest = null;
+  }
+
+  /** The number of requests counted against the task (the counting rule's count). */
+  get requestCount(): number {
+    let n = 0;
+    for (let r = this.firstRequest; r !== null; r = r.next) n++;
+    return n;
   }
 
   protected endUnwinding(u: Unwinding): void {
-    const i = this.unwinding.indexOf(u);
-    if (i >= 0) this.unwinding.splice(i, 1);
+    if (this.lastUnwinding === u) this.lastUnwinding = u.prev;
+    else {
+      for (let x = this.lastUnwinding; x !== null; x = x.prev) {
+        if (x.prev === u) {
+          x.prev = u.prev;
+          break;
+        }
+      }
+    }
     u.cancelTimer?.();
     u.cancelTimer = null;
-    if (!this.unwinding.some((x) => x.hardCancelled)) this.hardThrows = 0;
   }
 
   /**
@@ -368,9 +418,15 @@ export abstract class CancellableTask {
    * now travel with it, so they are not delivered a second time (semantics §3: at most once).
    */
   adoptEnclosing(frame: Frame, c: unknown): void {
-    const u = this.unwinding.find((x) => x.cancelled === c) ?? this.unwinding[this.unwinding.length - 1];
+    let u = this.lastUnwinding;
+    for (let x = u; x !== null; x = x.prev) {
+      if (x.cancelled === c) {
+        u = x;
+        break;
+      }
+    }
     if (!u) return;
-    for (const r of this.requests) {
+    for (let r: CancelRequest | null = this.firstRequest; r !== null; r = r.next) {
       // A null frame is the root's, which encloses every frame (and `frame` is never the root).
       if (!r.deliveredIn && r.frame !== frame && (r.frame === null || r.frame.encloses(frame))) {
         r.deliveredIn = u;
@@ -381,25 +437,21 @@ export abstract class CancellableTask {
 
   /** The `Cancelled` in flight, for an operation that must rethrow one (a swallowed claim). */
   inFlightCancelled(): Cancelled | null {
-    const n = this.unwinding.length;
-    return n > 0 ? this.unwinding[n - 1]!.cancelled : null;
+    return this.lastUnwinding !== null ? this.lastUnwinding.cancelled : null;
   }
 
   /** True while any cancellation is in flight against the task (counted or unwinding). */
   get isCancelling(): boolean {
-    return this.requests.length > 0 || this.unwinding.length > 0;
+    return this.firstRequest !== null || this.lastUnwinding !== null;
   }
 
   // ---- frames and deadlines -------------------------------------------------------------------
 
   /** The deadline in force now: during cleanup, the cleanup deadline lowered by fresh scopes. */
   effectiveDeadline(): number {
-    // Length first: reading index -1 of an empty array is a slow, generic property lookup.
-    const n = this.unwinding.length;
-    if (n === 0) return this.top.deadline;
-    const last = this.unwinding[n - 1]!;
-    if (this.top.entrySeq > last.seq) return this.top.deadline;
-    return last.cleanupDeadline;
+    const last = this.lastUnwinding;
+    if (last === null || this.top.entrySeq > last.seq) return this.top.deadline;
+    return cleanupDeadlineOf(last);
   }
 
   pushFrame(kind: string, label: string, ownDeadline = Infinity): Frame {
@@ -410,7 +462,7 @@ export abstract class CancellableTask {
       parent,
       kind,
       label,
-      this.requests.length,
+      this.requestCount,
       deadline,
       parent.contexts,
     );

@@ -181,7 +181,7 @@ function settleOutcome<T>(
   waited: boolean,
 ): Outcome<T> {
   const own = frame.request;
-  const owned = own !== null && task.requests.length - 1 === frame.countAtEntry;
+  const owned = own !== null && task.requestCount - 1 === frame.countAtEntry;
   // Only a request of the scope's own timer converts into its error: a group's `child-failed`
   // request (any scope may make one) becomes the child's error, and a timer that never fired
   // leaves no trace.

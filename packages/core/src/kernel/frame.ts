@@ -29,15 +29,18 @@ export interface CancelRequest {
    */
   readonly frame: Frame | null;
   readonly reason: CancelReason;
-  readonly external: boolean;
   /** The unwinding that delivered it, or null while it waits for a suspension point. */
   deliveredIn: Unwinding | null;
   /**
-   * When its cleanup budget starts: when it was counted (semantics §5: a wait that defers delivery,
-   * such as a scope waiting for its children, is charged to the budget), moved later only by the
-   * time the task spent waiting at a shield, which the shield's limit bounds instead (§6).
+   * When its cleanup budget starts, if not `reason.at` (read it with {@link sinceOf}): a request
+   * starts its budget when it is counted (semantics §5: a wait that defers delivery, such as a scope
+   * waiting for its children, is charged to the budget), moved later only by the time the task spent
+   * waiting at a shield, which the shield's limit bounds instead (§6). Null, not a copy of
+   * `reason.at`, because a number stored in a fresh object is a heap allocation of its own.
    */
-  since: number;
+  since: number | null;
+  /** The next request counted against the same task (the task's list, oldest first). */
+  next: CancelRequest | null;
 }
 
 /**
@@ -48,17 +51,49 @@ export interface CancelRequest {
 export interface Unwinding {
   readonly seq: number;
   readonly cancelled: Cancelled;
-  /** When its budget started: the earliest `since` of the requests it delivered (never later than delivery). */
-  readonly at: number;
+  /**
+   * The request whose `since` its budget started from: the earliest of those it delivered (never
+   * later than delivery; a delivered request's `since` no longer moves). See {@link unwindingAt}.
+   */
+  readonly from: CancelRequest;
   readonly budgetMs: number;
-  readonly cleanupDeadline: number;
+  /** The enclosing unwinding's cleanup deadline, when one was in progress at delivery; else null. */
+  readonly capAt: number | null;
   /** Invariant: the number of counted requests whose `deliveredIn` is this unwinding. */
   carried: number;
   /** Set when the budget ran out: every suspension point then throws `hardCancelled` at once. */
   hardCancelled: Cancelled | null;
+  /**
+   * Immediate throws of `hardCancelled` so far: past `HARD_THROW_LIMIT` (a loop that keeps
+   * swallowing it) the task is abandoned at once.
+   */
+  hardThrows: number;
   /** The budget ran out while the task waited for its children: cut when that wait ends. */
   cutDeferred: boolean;
   cancelTimer: (() => void) | null;
+  /** The task's next older unwinding in progress (its list is walked from the newest). */
+  prev: Unwinding | null;
+}
+
+/** True for a request from outside the task (it belongs to the root, recorded without a frame). */
+export function isExternal(r: CancelRequest): boolean {
+  return r.frame === null;
+}
+
+/** When `r`'s cleanup budget starts (see {@link CancelRequest.since}). */
+export function sinceOf(r: CancelRequest): number {
+  return r.since ?? r.reason.at;
+}
+
+/** When `u`'s cleanup budget started. */
+export function unwindingAt(u: Unwinding): number {
+  return sinceOf(u.from);
+}
+
+/** When `u`'s cleanup must be done: its budget from its start, within the enclosing one's. */
+export function cleanupDeadlineOf(u: Unwinding): number {
+  const end = unwindingAt(u) + u.budgetMs;
+  return u.capAt === null ? end : Math.min(end, u.capAt);
 }
 
 /** How a frame wants its children's settlements handled (groups override the default). */

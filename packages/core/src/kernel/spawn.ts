@@ -11,7 +11,33 @@ import { exitFrame } from "./frame-exit.js";
 import { ASK_TASK, checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
 import { withAsyncContext } from "./runtime.js";
 import { shapes } from "./shapes.js";
-import { runningTask, type Task, TaskImpl } from "./task.js";
+import { runningTask, type Task, TaskImpl, type TaskInit } from "./task.js";
+
+/** What `spawnInto` may be told; most spawns pass nothing. */
+export interface SpawnIntoOptions {
+  shielded?: boolean;
+  resource?: boolean;
+  deadline?: number;
+  asyncContext?: AsyncContext;
+}
+
+const NO_OPTIONS: SpawnIntoOptions = Object.freeze({});
+
+/**
+ * One init record for every child: the task's constructor reads it and keeps nothing of it, and
+ * spawns never nest inside that read, so filling this one costs no allocation per child (a record
+ * per spawn was ~90 bytes of garbage each, on the spawn+join bench row).
+ */
+const childInit: { -readonly [K in keyof TaskInit]-?: TaskInit[K] } = {
+  name: "",
+  parent: null,
+  owner: null,
+  runtime: null as unknown as TaskInit["runtime"],
+  contexts: null as unknown as TaskInit["contexts"],
+  deadline: Infinity,
+  shielded: false,
+  resource: false,
+};
 
 /**
  * Starts `op` as a child task owned by `frame`; throws `KEEL_SCOPE_CLOSED` if the frame has ended.
@@ -22,7 +48,7 @@ export function spawnInto<T>(
   frame: Frame,
   op: Op<T>,
   name: string,
-  options: { shielded?: boolean; resource?: boolean; deadline?: number; asyncContext?: AsyncContext } = {},
+  options: SpawnIntoOptions = NO_OPTIONS,
 ): TaskImpl<T> {
   const parent = frame.task;
   if (frame.closed || frame.bodySettled || parent.isSettled) {
@@ -33,19 +59,26 @@ export function spawnInto<T>(
   }
   const deadline = options.deadline ?? (parent.top === frame ? parent.effectiveDeadline() : frame.deadline);
   const ctx = options.asyncContext;
-  const child = new TaskImpl(op, {
-    name,
-    parent,
-    owner: frame,
-    runtime:
-      ctx === undefined || ctx === parent.runtime.asyncContext
-        ? parent.runtime
-        : withAsyncContext(parent.runtime, ctx),
-    contexts: frame.contexts,
-    deadline,
-    shielded: options.shielded ?? false,
-    resource: options.resource ?? false,
-  });
+  const init = childInit;
+  init.name = name;
+  init.parent = parent;
+  init.owner = frame;
+  init.runtime =
+    ctx === undefined || ctx === parent.runtime.asyncContext ? parent.runtime : withAsyncContext(parent.runtime, ctx);
+  init.contexts = frame.contexts;
+  init.deadline = deadline;
+  init.shielded = options.shielded ?? false;
+  init.resource = options.resource ?? false;
+  let child: TaskImpl<T>;
+  try {
+    child = new TaskImpl(op, init);
+  } finally {
+    // Nothing of a parent's tree stays reachable from the shared record.
+    init.parent = null;
+    init.owner = null;
+    init.runtime = null as unknown as TaskInit["runtime"];
+    init.contexts = null as unknown as TaskInit["contexts"];
+  }
   frame.addChild(child);
   if (options.resource) frame.countResource(1);
   return child.start();
@@ -83,10 +116,17 @@ export function spawn<T>(op: Op<T>, options?: { name?: string }): Operation<Task
 }
 
 /**
- * Inside a task's step the operation is its own iterator: its one `next` spawns at once, so it needs
- * no state (and `yield*` it twice spawns twice). Driven from elsewhere it asks for the task first.
+ * Inside a task's step the operation is its own iterator, and its own iterator result: its one
+ * `next` spawns at once and returns itself with the child as `value` (`yield*` reads it at once), so
+ * a spawn makes one object (and `yield*` it twice spawns twice). Driven from elsewhere it asks for
+ * the task first.
  */
-class SpawnOperation<T> implements Operation<Task<T>>, Iterator<unknown, Task<T>, unknown> {
+class SpawnOperation<T>
+  implements Operation<Task<T>>, Iterator<unknown, Task<T>, unknown>, IteratorReturnResult<Task<T>>
+{
+  readonly done = true;
+  /** The child of the latest spawn (a settled task stays small), read by `yield*` as the result. */
+  value: Task<T> = null as unknown as Task<T>;
   constructor(
     private readonly op: Op<T>,
     private readonly name: string | undefined,
@@ -97,7 +137,10 @@ class SpawnOperation<T> implements Operation<Task<T>>, Iterator<unknown, Task<T>
     return runningTask() ? this : new SpawnIterator(this.op, this.name);
   }
   next(): IteratorResult<unknown, Task<T>> {
-    return spawnHere(taskOf(runningTask(), "spawn(op)"), this.op, this.name);
+    const task = taskOf(runningTask(), "spawn(op)");
+    task.checkpoint();
+    this.value = spawnInto(task.top, this.op, this.name ?? nameOf(this.op, "task"));
+    return this;
   }
 }
 

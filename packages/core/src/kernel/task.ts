@@ -27,7 +27,7 @@ import {
 import { Cancelled, type CancelReason, isCancelled } from "./cancelled.js";
 import { type Clock, stampNow } from "./clock.js";
 import type { ContextValues } from "./context-values.js";
-import { type CancelRequest, Frame } from "./frame.js";
+import { type CancelRequest, cleanupDeadlineOf, Frame, unwindingAt } from "./frame.js";
 import { closeNext } from "./frame-exit.js";
 import {
   ASK_TASK,
@@ -193,7 +193,6 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   prevSibling: TaskImpl<unknown> | null = null;
   nextSibling: TaskImpl<unknown> | null = null;
   readonly startedAt: number;
-  private readonly clockRef: Clock;
   /**
    * The operation until the task begins, then its iterator until the body finishes, then null (one
    * field for both: they never coexist). Invariant: the `BEGAN` flag tells which.
@@ -212,7 +211,6 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     super();
     shapes.task = this;
     this.body = op;
-    this.clockRef = init.contexts[CLOCK_KEY] as Clock;
     this.name = init.name;
     this.parent = init.parent;
     this.owner = init.owner;
@@ -262,15 +260,16 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   get state(): TaskState {
     if (this.final) return this.final.state;
-    return this.requests.length > 0 || this.unwinding.length > 0 ? "cancelling" : "running";
+    return this.isCancelling ? "cancelling" : "running";
   }
 
   get cancellationCount(): number {
-    return this.requests.length;
+    return this.requestCount;
   }
 
   get clock(): Clock {
-    return this.clockRef;
+    // The run's clock, in every context of its tree (no context value can replace it).
+    return this.rootContexts[CLOCK_KEY] as Clock;
   }
 
   /** What the task waits on now, or null while it runs or waits for its children. */
@@ -281,9 +280,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   /** When the first cancellation was delivered and its unwinding's cut, while one is in progress. */
   get unwindingSince(): { at: number; cleanupDeadline: number; reason: CancelReason } | null {
-    const u = this.unwinding[0];
+    const u = this.firstUnwinding();
     return u && !this.final
-      ? { at: u.at, cleanupDeadline: u.cleanupDeadline, reason: u.cancelled.reason }
+      ? { at: unwindingAt(u), cleanupDeadline: cleanupDeadlineOf(u), reason: u.cancelled.reason }
       : null;
   }
 
@@ -396,9 +395,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   private begin(): void {
     if (this.final) return;
-    if (this.requests.length > 0) {
+    if (this.firstRequest !== null) {
       // Cancelled before its first turn: no user code runs at all.
-      this.bodyOutcome = { ok: false, error: new Cancelled(this.requests[0]!.reason) };
+      this.bodyOutcome = { ok: false, error: new Cancelled(this.firstRequest.reason) };
       this.finish();
       return;
     }
@@ -408,7 +407,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       this.flags |= BEGAN;
       this.body = iterate(op);
     } catch (error) {
-      this.bodySettled({ ok: false, error });
+      this.bodySettled(false, error);
       return;
     }
     this.advance(true, undefined);
@@ -435,14 +434,14 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
         else throw value;
       } catch (error) {
         running = outer;
-        this.bodySettled({ ok: false, error });
+        this.bodySettled(false, error);
         return;
       }
       running = outer;
       if (r.done) {
         // No Outcome for the common case: a body that needs no frame settles straight from it.
         if (this.settlesPlainly()) this.settle({ state: "completed", value: r.value });
-        else this.bodySettled({ ok: true, value: r.value });
+        else this.bodySettled(true, r.value);
         return;
       }
       const instruction = r.value;
@@ -564,16 +563,15 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     return !this.rootOpened && !this.isCancelling && !this.delivered;
   }
 
-  private bodySettled(o: Outcome<T>): void {
+  /** The body returned `value` (`ok`) or threw it. Two arguments, not an Outcome, as for `advance`. */
+  private bodySettled(ok: boolean, value: unknown): void {
     this.body = null;
     if (!this.rootOpened) {
-      if (o.ok && this.settlesPlainly()) this.settle({ state: "completed", value: o.value });
-      else {
-        this.bodyOutcome = o;
-        this.finish();
-      }
+      if (ok && this.settlesPlainly()) this.settle({ state: "completed", value });
+      else this.settleFrom(ok, value, null);
       return;
     }
+    const o: Outcome<T> = ok ? { ok: true, value: value as T } : { ok: false, error: value };
     while (this.top !== this.root) this.popFrame(this.top);
     const root = this.root;
     root.bodySettled = true;
@@ -593,31 +591,39 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   private finish(): void {
     if (this.final) return;
     const o = this.bodyOutcome!;
-    let errors: unknown[] | null;
+    let errors: unknown[] | null = null;
     if (this.rootOpened) {
       const root = this.root;
       root.closed = true;
       root.runCleanups();
       errors = root.errors;
-    } else {
-      // No root frame, so no child, cleanup or recorded error: the body's own outcome is all.
-      errors = !o.ok && !isCancelled(o.error) ? [o.error] : null;
     }
+    if (o.ok) this.settleFrom(true, o.value, errors);
+    else this.settleFrom(false, o.error, errors);
+  }
+
+  /**
+   * Settles from the body's outcome (`ok` and `value`, or the error thrown) and the errors its
+   * scopes recorded. Without a root frame there is no child, cleanup or recorded error: the body's
+   * own outcome is all (a thrown error that is not `Cancelled` is then the one recorded).
+   */
+  private settleFrom(ok: boolean, value: unknown, recorded: unknown[] | null): void {
+    const errors = recorded ?? (!this.rootOpened && !ok && !isCancelled(value) ? [value] : null);
     if (errors?.length) {
       const primary = errors[0];
       for (const later of errors.slice(1)) this.suppress(primary, later, "a later error in the same task");
       const outside = this.externalRequest();
       if (outside) this.emit({ type: "cancel:replaced", error: primary, reason: outside.reason });
       this.settle({ state: "failed", error: primary });
-    } else if (!o.ok || this.requests.length > 0) {
+    } else if (!ok || this.firstRequest !== null) {
       const reason =
         this.externalRequest()?.reason ??
-        this.requests[0]?.reason ??
-        (!o.ok && isCancelled(o.error) ? o.error.reason : { kind: "cancel", at: this.clock.now() });
-      if (o.ok && this.delivered) this.emit({ type: "cleanup:swallow", scope: null, reason });
+        this.firstRequest?.reason ??
+        (!ok && isCancelled(value) ? value.reason : { kind: "cancel", at: this.clock.now() });
+      if (ok && this.delivered) this.emit({ type: "cleanup:swallow", scope: null, reason });
       this.settle({ state: "cancelled", reason });
     } else {
-      this.settle({ state: "completed", value: o.value });
+      this.settle({ state: "completed", value });
     }
   }
 
@@ -684,11 +690,11 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     };
     frames.reverse();
     // Still cancelling while its children finish, but no timer of its own may fire again.
-    for (const u of this.unwinding) {
+    for (let u = this.lastUnwinding; u !== null; u = u.prev) {
       u.cancelTimer?.();
       u.cancelTimer = null;
     }
-    this.requests = [];
+    this.clearRequests();
     const settleAbandoned = () => {
       // Errors recorded in its scopes (a child that failed, which started this unwinding, or one
       // that fails while it is awaited here) are still its outcome (semantics §2); the outermost
@@ -745,8 +751,14 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   joinOutcome(): Outcome<T> {
     const f = this.final!;
     if (f.state === "completed") return { ok: true, value: f.value as T };
-    if (f.state === "failed") return { ok: false, error: f.error };
-    return { ok: false, error: new TaskCancelledError(this.path, f.reason) };
+    return { ok: false, error: this.joinError() };
+  }
+
+  /** What a join of this settled task throws, when it did not complete. */
+  joinError(): unknown {
+    const f = this.final!;
+    if (f.state === "failed") return f.error;
+    return new TaskCancelledError(this.path, (f as { reason: CancelReason }).reason);
   }
 
   private settledFuture(): Future<void> {
@@ -839,8 +851,17 @@ function isSuspension(v: unknown): v is Suspension {
  * due for the joiner is delivered first); otherwise the joiner waits at a suspension point, which
  * is this object too. Written as an iterator, not a generator: joining is on every fan-in's hot path.
  */
-class JoinIterator<T> extends SuspensionClass<T> implements Iterator<unknown, T, unknown> {
+/**
+ * `yield* task`: a suspension until the task settles, and its own final iterator result (`done` and
+ * `value`, read by `yield*` at once), so a join of a settled task makes one object.
+ */
+class JoinIterator<T>
+  extends SuspensionClass<T>
+  implements Iterator<unknown, T, unknown>, IteratorReturnResult<T>
+{
   declare readonly interruptible: "normal";
+  readonly done = true;
+  value: T = undefined as T;
   private step: 0 | 1 | 2 = 0;
   constructor(private readonly task: TaskImpl<T>) {
     super();
@@ -861,11 +882,13 @@ class JoinIterator<T> extends SuspensionClass<T> implements Iterator<unknown, T,
       if (!(answer instanceof TaskImpl))
         throw new KeelError("KEEL_NO_TASK", "yield* task: must run inside a Keel task");
       answer.checkpoint();
-      const o = this.task.joinOutcome();
-      if (!o.ok) throw o.error;
-      return { done: true, value: o.value };
+      const f = this.task.outcome!;
+      if (f.state !== "completed") throw this.task.joinError();
+      this.value = f.value as T;
+      return this;
     }
-    return { done: true, value: answer as T };
+    this.value = answer as T;
+    return this;
   }
   throw(error?: unknown): IteratorResult<unknown, T> {
     throw error;

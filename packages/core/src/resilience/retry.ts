@@ -298,7 +298,7 @@ function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
 function* runAttempts<T>(init: LoopInit<T>): Generator<unknown, T, unknown> {
   const { task, op, label, attempts, perAttemptMs, backoff, retryOn, policy, history, ownTimeouts } = init;
   const clock = task.clock;
-  const countAtEntry = task.requests.length;
+  const countAtEntry = task.requestCount;
   const scopeLabel = `scoped(${nameOf(op, "op")})`;
   warnIfUnreachable(init);
   let state: BackoffState;
@@ -328,7 +328,7 @@ function* runAttempts<T>(init: LoopInit<T>): Generator<unknown, T, unknown> {
     // cancelled (a `finally` that threw as `Cancelled` unwound it) beats the cancellation
     // (semantics §2): it propagates unchanged, as it would without `retry`, and the scopes above
     // report the replaced cancellation.
-    if (isCancelled(error) || task.requests.length > countAtEntry) throw error;
+    if (isCancelled(error) || task.requestCount > countAtEntry) throw error;
     const now = clock.now();
     const timedOut = ownTimeouts.has(error as object);
     const info: AttemptInfo = { attempt, elapsedMs: now - init.startedAt, timedOut };

@@ -171,7 +171,13 @@ export abstract class CancellableTask {
     // task that never needed its root frame (parked in `suspend()`, say) does not make one.
     // `reason.at` is when the request is counted: a reason is made for its request, and the cascade
     // to the region's children is synchronous (no clock read here: cancelling 10k tasks is a bench row).
-    const r: CancelRequest = { frame: external ? null : frame, reason, deliveredIn: null, since: null, next: null };
+    const r: CancelRequest = {
+      frame: external ? null : frame,
+      reason,
+      deliveredIn: null,
+      since: null,
+      next: null,
+    };
     let tail = this.firstRequest;
     if (tail === null) this.firstRequest = r;
     else {

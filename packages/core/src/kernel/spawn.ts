@@ -64,7 +64,9 @@ export function spawnInto<T>(
   init.parent = parent;
   init.owner = frame;
   init.runtime =
-    ctx === undefined || ctx === parent.runtime.asyncContext ? parent.runtime : withAsyncContext(parent.runtime, ctx);
+    ctx === undefined || ctx === parent.runtime.asyncContext
+      ? parent.runtime
+      : withAsyncContext(parent.runtime, ctx);
   init.contexts = frame.contexts;
   init.deadline = deadline;
   init.shielded = options.shielded ?? false;

@@ -209,6 +209,9 @@ export function checkOps(name: string, ops: readonly unknown[]): void {
 export function iterate<T>(op: Op<T>, parameter = "op"): Iterator<unknown, T, unknown> {
   if (typeof op === "function") {
     const operation = (op as () => Operation<T>)();
+    // A `function*`'s generator object is its own iterator: no `[Symbol.iterator]` lookup, which
+    // is megamorphic when every spawn makes a closure (each has its own generator map).
+    if (isNativeGenerator(operation)) return operation as unknown as Iterator<unknown, T, unknown>;
     if (
       typeof operation !== "object" ||
       operation === null ||
@@ -233,7 +236,25 @@ export function claimRun(op: object, parameter: string): void {
 }
 
 /** The prototype every generator object (of a `function*`) inherits from. */
-const GENERATOR_PROTOTYPE: object = Object.getPrototypeOf(function* () {}).prototype;
+const GENERATOR_PROTOTYPE: Generator = Object.getPrototypeOf(function* () {}).prototype;
+
+/** `%GeneratorPrototype%.next`: called on a native generator directly, with no property lookup. */
+export const generatorNext = GENERATOR_PROTOTYPE.next;
+/** `%GeneratorPrototype%.throw`, likewise. */
+export const generatorThrow = GENERATOR_PROTOTYPE.throw;
+
+/**
+ * True for the generator object of a `function*` (or generator method): its prototype is the
+ * function's own `prototype`, whose prototype is `%GeneratorPrototype%`. Two prototype reads, no
+ * property lookup: with a closure per spawned child every generator object has its own map, and a
+ * lookup of `next` on each would miss V8's inline caches. (A `function*` whose `prototype` object
+ * was given its own `next` is not supported: its generators are driven by the standard one.)
+ */
+export function isNativeGenerator(value: unknown): value is Generator {
+  if (typeof value !== "object" || value === null) return false;
+  const own = Object.getPrototypeOf(value);
+  return own !== null && Object.getPrototypeOf(own) === GENERATOR_PROTOTYPE;
+}
 
 function isGeneratorObject(value: object): boolean {
   return Object.prototype.isPrototypeOf.call(GENERATOR_PROTOTYPE, value);

@@ -33,6 +33,9 @@ import {
   ASK_TASK,
   CURRENT_TASK,
   type Future,
+  generatorNext,
+  generatorThrow,
+  isNativeGenerator,
   iterate,
   type Op,
   type Operation,
@@ -125,6 +128,8 @@ let nextTaskId = 1;
 const SHIELDED = 1;
 const RESOURCE = 2;
 const BEGAN = 4;
+/** The body is a native generator: stepped through `%GeneratorPrototype%`'s methods directly. */
+const NATIVE_BODY = 32;
 
 interface TaskExtras<T> {
   path: string | null;
@@ -405,7 +410,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       const op = this.body as Op<T>;
       this.body = null;
       this.flags |= BEGAN;
-      this.body = iterate(op);
+      const it = iterate(op);
+      if (isNativeGenerator(it)) this.flags |= NATIVE_BODY;
+      this.body = it;
     } catch (error) {
       this.bodySettled(false, error);
       return;
@@ -429,7 +436,9 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       const outer = running;
       running = this;
       try {
-        if (ok) r = it.next(value);
+        if ((this.flags & NATIVE_BODY) !== 0)
+          r = ok ? generatorNext.call(it as Generator, value) : generatorThrow.call(it as Generator, value);
+        else if (ok) r = it.next(value);
         else if (it.throw) r = it.throw(value);
         else throw value;
       } catch (error) {

@@ -7,7 +7,7 @@
  * @module
  */
 import { spawnSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { type PeerId, peerIds } from "./peer.js";
@@ -244,16 +244,58 @@ function samplesSection(rows: readonly Scenario[], peers: readonly PeerId[], res
   return out;
 }
 
-function parseArgs(argv: readonly string[]): { peers?: string[]; scenarios?: string[]; reps?: number } {
-  const out: { peers?: string[]; scenarios?: string[]; reps?: number } = {};
+interface Args {
+  peers?: string[];
+  scenarios?: string[];
+  reps?: number;
+  runs?: number;
+}
+
+function parseArgs(argv: readonly string[]): Args {
+  const out: Args = {};
   for (const a of argv) {
     const [k, v = ""] = a.replace(/^--/, "").split("=");
     if (k === "peers") out.peers = v.split(",");
     else if (k === "scenarios") out.scenarios = v.split(",");
     else if (k === "reps") out.reps = Number(v);
-    else throw new Error(`bench: unknown option ${a} (known: --peers=, --scenarios=, --reps=)`);
+    else if (k === "runs") out.runs = Number(v);
+    else throw new Error(`bench: unknown option ${a} (known: --peers=, --scenarios=, --reps=, --runs=)`);
+  }
+  if (out.runs !== undefined && !(Number.isInteger(out.runs) && out.runs >= 1))
+    throw new Error(`bench: --runs must be a whole number ≥ 1, got ${out.runs}`);
+  return out;
+}
+
+/** Keel over effect 4, row by row, one column per run, and whether each row's target held in all. */
+function ratiosTable(rows: readonly Scenario[], runs: readonly Results[]): string[] {
+  const header = `| row | ${runs.map((_, i) => `run ${i + 1}`).join(" | ")} | target | every run |`;
+  const out = [header, `| --- | ${runs.map(() => "---").join(" | ")} | --- | --- |`];
+  for (const s of rows) {
+    const ratios = runs.map((r) => {
+      const keel = r.get(s.id)?.get("keel")?.median;
+      const effect = r.get(s.id)?.get("effect")?.median;
+      return keel === undefined || effect === undefined ? undefined : keel / effect;
+    });
+    if (ratios.some((x) => x === undefined)) continue;
+    const bound = TIGHT.has(s.id) ? 0.8 : 1;
+    const held = ratios.every((x) => x! <= bound);
+    out.push(
+      `| ${s.title} | ${ratios.map((x) => `${x!.toFixed(2)}x`).join(" | ")} | ≤ ${bound.toFixed(1)}x | ${held ? "met" : "MISSED"} |`,
+    );
   }
   return out;
+}
+
+/** What other benches wrote below the kernel's part of results.md, kept as it is. */
+function otherSections(file: URL): string {
+  let text = "";
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {
+    return "";
+  }
+  const at = text.indexOf("\n## Worker");
+  return at < 0 ? "" : text.slice(at + 1);
 }
 
 function main(): void {
@@ -261,13 +303,45 @@ function main(): void {
   const peers = peerIds.filter((p) => !args.peers || args.peers.includes(p));
   const rows = scenarios.filter((s) => !args.scenarios || args.scenarios.includes(s.id));
   const reps = args.reps ?? DEFAULT_REPS;
+  const runCount = args.runs ?? 1;
   const full = peers.length === peerIds.length && rows.length === scenarios.length && reps === DEFAULT_REPS;
-  const loadAtStart = os.loadavg()[0]!;
   const t0 = performance.now();
-  const results: Results = new Map();
-  for (const s of rows) {
-    console.error(`${s.title}:`);
-    results.set(s.id, measureRow(s, peers, reps));
+  const runs: Results[] = [];
+  const sections: string[] = [];
+  for (let k = 0; k < runCount; k++) {
+    const loadAtStart = os.loadavg()[0]!;
+    const started = performance.now();
+    const results: Results = new Map();
+    if (runCount > 1) console.error(`\n# run ${k + 1} of ${runCount}`);
+    for (const s of rows) {
+      console.error(`${s.title}:`);
+      results.set(s.id, measureRow(s, peers, reps));
+    }
+    runs.push(results);
+    const runS = ((performance.now() - started) / 1000).toFixed(0);
+    const tbl = table(rows, peers, results);
+    const goals = targets(results);
+    console.log(
+      `\n${runCount > 1 ? `run ${k + 1}:\n` : ""}${tbl}\n\nKeel's targets:\n${goals.map((g) => `  ${g}`).join("\n")}`,
+    );
+    console.log(`\nmachine:\n${machine(loadAtStart).join("\n")}\nrun ${runS} s`);
+    sections.push(
+      [
+        `## ${runCount > 1 ? `Run ${k + 1} of ${runCount}` : "The run"}`,
+        "",
+        ...machine(loadAtStart),
+        `- this run: ${runS} s`,
+        "",
+        tbl,
+        "",
+        ...goals.map((g) => `- ${g}`),
+        "",
+        `### Samples${runCount > 1 ? ` of run ${k + 1}` : ""}`,
+        "",
+        ...samplesSection(rows, peers, results),
+        "",
+      ].join("\n"),
+    );
   }
   const totalS = ((performance.now() - t0) / 1000).toFixed(0);
   const legend = [
@@ -275,40 +349,35 @@ function main(): void {
     "that process; the libraries take turns sample by sample, so each median spans the same stretch of",
     "time. In parentheses: the peer's median divided by Keel's (below 1: the peer is faster or",
     "smaller). Times are wall-clock for the whole scenario; heap is heapUsed after gc, per task.",
-    ...footnotes(rows, peers, results).map((x) => `${x.mark} ${peerNames[x.peer]}, ${x.id}: ${x.text}.`),
+    ...footnotes(rows, peers, runs[0]!).map((x) => `${x.mark} ${peerNames[x.peer]}, ${x.id}: ${x.text}.`),
   ];
-  const tbl = table(rows, peers, results);
-  const goals = targets(results);
-  console.log(
-    `\n${tbl}\n\n${legend.join("\n")}\n\nKeel's targets:\n${goals.map((g) => `  ${g}`).join("\n")}`,
-  );
-  console.log(`\nmachine:\n${machine(loadAtStart).join("\n")}\ntotal ${totalS} s`);
+  const summary = ratiosTable(rows, runs);
+  console.log(`\n${legend.join("\n")}\n\nKeel / effect 4, run by run:\n${summary.join("\n")}\ntotal ${totalS} s`);
   if (!full) {
     console.log("\n(filtered run: bench/results.md left unchanged)");
     return;
   }
+  const file = new URL("../results.md", import.meta.url);
+  const rest = otherSections(file);
   const md = [
     "# Kernel benchmark results",
     "",
     "Written by `npm run bench` (bench/src/run.ts); see bench/README.md for what each scenario does.",
+    `${runCount} run${runCount > 1 ? "s" : ""} back to back, ${totalS} s in all.`,
     "",
-    ...machine(loadAtStart),
-    `- whole run: ${totalS} s`,
+    "## Keel / effect 4, run by run",
     "",
-    tbl,
+    "Issue 14's targets: spawn+join (a closure per child) and cancel at most 0.8x effect 4 in every run,",
+    "heap per suspended task at most effect 4's, every other row no slower than effect 4.",
+    "",
+    ...summary,
     "",
     ...legend,
     "",
-    "## Keel's targets",
-    "",
-    ...goals.map((g) => `- ${g}`),
-    "",
-    "## Samples",
-    "",
-    ...samplesSection(rows, peers, results),
-    "",
+    ...sections,
+    rest,
   ].join("\n");
-  writeFileSync(new URL("../results.md", import.meta.url), md);
+  writeFileSync(file, md.endsWith("\n") ? md : `${md}\n`);
   console.log("\nwritten to bench/results.md");
 }
 

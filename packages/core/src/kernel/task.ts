@@ -124,12 +124,24 @@ type Final =
   | { state: "failed"; error: unknown }
   | { state: "cancelled"; reason: CancelReason };
 
+type SettledState = Final["state"];
+
 let nextTaskId = 1;
 const SHIELDED = 1;
 const RESOURCE = 2;
 const BEGAN = 4;
 /** The body is a native generator: stepped through `%GeneratorPrototype%`'s methods directly. */
 const NATIVE_BODY = 32;
+/**
+ * How the task settled, two bits of `flags` (0: not yet). With `result`, this replaces an outcome
+ * object per task: settled tasks are what a fan-in holds by the 100k, so each field counts.
+ */
+const SETTLED_SHIFT = 6;
+const SETTLED_MASK = 3 << SETTLED_SHIFT;
+const COMPLETED = 1 << SETTLED_SHIFT;
+const FAILED = 2 << SETTLED_SHIFT;
+const CANCELLED = 3 << SETTLED_SHIFT;
+const STATE_BITS = { completed: COMPLETED, failed: FAILED, cancelled: CANCELLED } as const;
 
 interface TaskExtras<T> {
   path: string | null;
@@ -203,8 +215,11 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
    * field for both: they never coexist). Invariant: the `BEGAN` flag tells which.
    */
   private body: Op<T> | Iterator<unknown, T, unknown> | null;
-  private bodyOutcome: Outcome<T> | null = null;
-  private final: Final | null = null;
+  /**
+   * Until the task settles: the body's outcome while the task waits for its children (else null).
+   * Once settled (see the `SETTLED_MASK` bits): the value, the error or the `CancelReason`.
+   */
+  private result: unknown = null;
   private settledCallbacks: Array<() => void> | null = null;
   /** What few tasks need (awaited from promise code, a path asked for, an abandonment report). */
   private extras: TaskExtras<T> | null = null;
@@ -264,7 +279,8 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   get state(): TaskState {
-    if (this.final) return this.final.state;
+    const settled = this.settledState;
+    if (settled !== null) return settled;
     return this.isCancelling ? "cancelling" : "running";
   }
 
@@ -286,7 +302,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   /** When the first cancellation was delivered and its unwinding's cut, while one is in progress. */
   get unwindingSince(): { at: number; cleanupDeadline: number; reason: CancelReason } | null {
     const u = this.firstUnwinding();
-    return u && !this.final
+    return u && !this.isSettled
       ? { at: unwindingAt(u), cleanupDeadline: cleanupDeadlineOf(u), reason: u.cancelled.reason }
       : null;
   }
@@ -300,17 +316,33 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   get isSettled(): boolean {
-    return this.final !== null;
+    return (this.flags & SETTLED_MASK) !== 0;
   }
 
+  /** How the task settled, or null while it runs. */
+  get settledState(): SettledState | null {
+    const bits = this.flags & SETTLED_MASK;
+    return bits === 0 ? null : bits === COMPLETED ? "completed" : bits === FAILED ? "failed" : "cancelled";
+  }
+
+  /** The error a failed task settled with (undefined for any other state). */
+  get failure(): unknown {
+    return (this.flags & SETTLED_MASK) === FAILED ? this.result : undefined;
+  }
+
+  /** The settled outcome as an object, made on each read (hot paths read `settledState` and `failure`). */
   get outcome(): Final | null {
-    return this.final;
+    const bits = this.flags & SETTLED_MASK;
+    if (bits === 0) return null;
+    if (bits === COMPLETED) return { state: "completed", value: this.result };
+    if (bits === FAILED) return { state: "failed", error: this.result };
+    return { state: "cancelled", reason: this.result as CancelReason };
   }
 
   cancel(message?: string): Future<void> {
     if (message !== undefined && typeof message !== "string")
       throw invalidType("task.cancel(message)", "a string or undefined", message);
-    if (!this.final && !this.externalRequest()) {
+    if (!this.isSettled && !this.externalRequest()) {
       const reason: CancelReason = {
         kind: "cancel",
         at: this.clock.now(),
@@ -355,7 +387,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     const x = this.extrasOf();
     x.handled = true;
     // A failure already left unhandled (see `reportUnhandledFailure`) is someone's now: tell the host.
-    if (x.promise && this.final?.state === "failed") x.promise.catch(ignoreRejection);
+    if (x.promise && this.settledState === "failed") x.promise.catch(ignoreRejection);
   }
 
   /**
@@ -364,7 +396,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
    * `then` attached later marks it handled, as for any promise).
    */
   reportUnhandledFailure(): void {
-    if (this.final?.state === "failed" && !this.extras?.handled) void this.promise();
+    if (this.settledState === "failed" && !this.extras?.handled) void this.promise();
   }
 
   /** The task's promise, made on first use: settles with the task's join outcome. */
@@ -399,10 +431,10 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   private begin(): void {
-    if (this.final) return;
+    if (this.isSettled) return;
     if (this.firstRequest !== null) {
       // Cancelled before its first turn: no user code runs at all.
-      this.bodyOutcome = { ok: false, error: new Cancelled(this.firstRequest.reason) };
+      this.result = { ok: false, error: new Cancelled(this.firstRequest.reason) } satisfies Outcome<T>;
       this.finish();
       return;
     }
@@ -449,7 +481,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       running = outer;
       if (r.done) {
         // No Outcome for the common case: a body that needs no frame settles straight from it.
-        if (this.settlesPlainly()) this.settle({ state: "completed", value: r.value });
+        if (this.settlesPlainly()) this.settle("completed", r.value);
         else this.bodySettled(true, r.value);
         return;
       }
@@ -576,7 +608,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   private bodySettled(ok: boolean, value: unknown): void {
     this.body = null;
     if (!this.rootOpened) {
-      if (ok && this.settlesPlainly()) this.settle({ state: "completed", value });
+      if (ok && this.settlesPlainly()) this.settle("completed", value);
       else this.settleFrom(ok, value, null);
       return;
     }
@@ -585,7 +617,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     const root = this.root;
     root.bodySettled = true;
     if (!o.ok && !isCancelled(o.error)) root.recordError(o.error);
-    this.bodyOutcome = o;
+    this.result = o;
     if (closeNext(root)) {
       const step = () => {
         if (closeNext(root)) root.waiter = step;
@@ -598,8 +630,8 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   }
 
   private finish(): void {
-    if (this.final) return;
-    const o = this.bodyOutcome!;
+    if (this.isSettled) return;
+    const o = this.result as Outcome<T>;
     let errors: unknown[] | null = null;
     if (this.rootOpened) {
       const root = this.root;
@@ -623,16 +655,16 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       for (const later of errors.slice(1)) this.suppress(primary, later, "a later error in the same task");
       const outside = this.externalRequest();
       if (outside) this.emit({ type: "cancel:replaced", error: primary, reason: outside.reason });
-      this.settle({ state: "failed", error: primary });
+      this.settle("failed", primary);
     } else if (!ok || this.firstRequest !== null) {
       const reason =
         this.externalRequest()?.reason ??
         this.firstRequest?.reason ??
         (!ok && isCancelled(value) ? value.reason : { kind: "cancel", at: this.clock.now() });
       if (ok && this.delivered) this.emit({ type: "cleanup:swallow", scope: null, reason });
-      this.settle({ state: "cancelled", reason });
+      this.settle("cancelled", reason);
     } else {
-      this.settle({ state: "completed", value });
+      this.settle("completed", value);
     }
   }
 
@@ -642,20 +674,21 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.emit({ type: "error:suppressed", error: later, primary, context });
   }
 
-  private settle(final: Final): void {
-    this.final = final;
+  /** Settles as `state` with `result`: the value, the error, or the `CancelReason`. */
+  private settle(state: SettledState, result: unknown): void {
+    this.flags |= STATE_BITS[state];
+    this.result = result;
     this.clearCancellation();
     this.current = null;
     this.body = null;
-    this.bodyOutcome = null;
     // A settled task keeps no frame: joiners hold it long after (a fan-in of 100k), so it stays small.
     this.root = this.top = settledFrame();
     if (this.runtime.listening) {
       this.emit({
         type: "task:settle",
-        state: final.state,
-        ...(final.state === "failed" ? { error: final.error } : {}),
-        ...(final.state === "cancelled" ? { reason: final.reason } : {}),
+        state,
+        ...(state === "failed" ? { error: result } : {}),
+        ...(state === "cancelled" ? { reason: result as CancelReason } : {}),
       });
     }
     if (this.owner) childSettled(this.owner, this);
@@ -669,7 +702,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
    * resumed again, its frames' timers are cleared, its children cancelled and awaited.
    */
   protected abandon(): void {
-    if (this.final) return;
+    if (this.isSettled) return;
     this.abandonPending = false;
     // A body that has finished swallows nothing: the task only waits for its children, which were
     // cancelled when it finished and are bounded by their own budgets; it settles when they do,
@@ -711,13 +744,13 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       // One error can be recorded twice (a child's failure, then the body rethrowing it from a join).
       const errors = [...new Set(frames.flatMap((f) => f.errors ?? []))];
       if (errors.length === 0) {
-        this.settle({ state: "cancelled", reason });
+        this.settle("cancelled", reason);
         return;
       }
       const primary = errors[0];
       for (const later of errors.slice(1)) this.suppress(primary, later, "a later error in the same task");
       if (external) this.emit({ type: "cancel:replaced", error: primary, reason: external.reason });
-      this.settle({ state: "failed", error: primary });
+      this.settle("failed", primary);
     };
     let pending = live.length;
     const done = () => {
@@ -737,14 +770,14 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   /** `onSettled` without a way to unregister: for a waiter that outlives the task or ignores late calls. */
   whenSettled(cb: () => void): void {
-    if (this.final) cb();
+    if (this.isSettled) cb();
     // A literal for the first: a push would grow an empty array to 16 slots, for most tasks' one joiner.
     else if (this.settledCallbacks === null) this.settledCallbacks = [cb];
     else this.settledCallbacks.push(cb);
   }
 
   onSettled(cb: () => void): () => void {
-    if (this.final) {
+    if (this.isSettled) {
       cb();
       return () => {};
     }
@@ -758,16 +791,19 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   /** What a joiner gets: the value, the error, or `TaskCancelledError` (never `Cancelled`). */
   joinOutcome(): Outcome<T> {
-    const f = this.final!;
-    if (f.state === "completed") return { ok: true, value: f.value as T };
+    if ((this.flags & SETTLED_MASK) === COMPLETED) return { ok: true, value: this.result as T };
     return { ok: false, error: this.joinError() };
+  }
+
+  /** The value of a task that completed (check `settledState` first). */
+  get completedValue(): T {
+    return this.result as T;
   }
 
   /** What a join of this settled task throws, when it did not complete. */
   joinError(): unknown {
-    const f = this.final!;
-    if (f.state === "failed") return f.error;
-    return new TaskCancelledError(this.path, (f as { reason: CancelReason }).reason);
+    if ((this.flags & SETTLED_MASK) === FAILED) return this.result;
+    return new TaskCancelledError(this.path, this.result as CancelReason);
   }
 
   private settledFuture(): Future<void> {
@@ -819,8 +855,7 @@ function childSettled(frame: Frame, child: TaskImpl<unknown>): void {
   if (frame.policy) frame.policy.onChildSettled(child);
   else {
     // A shield consumes its task's outcome itself (semantics §6), so it never fails the owner.
-    const f = child.outcome;
-    if (f?.state === "failed" && !child.shielded) failFrame(frame, f.error);
+    if (child.settledState === "failed" && !child.shielded) failFrame(frame, child.failure);
   }
   if (frame.waiter && (frame.children === null ? 0 : frame.children.size) === frame.liveResources) {
     const w = frame.waiter;
@@ -891,9 +926,9 @@ class JoinIterator<T>
       if (!(answer instanceof TaskImpl))
         throw new KeelError("KEEL_NO_TASK", "yield* task: must run inside a Keel task");
       answer.checkpoint();
-      const f = this.task.outcome!;
-      if (f.state !== "completed") throw this.task.joinError();
-      this.value = f.value as T;
+      const task = this.task;
+      if (task.settledState !== "completed") throw task.joinError();
+      this.value = task.completedValue;
       return this;
     }
     this.value = answer as T;

@@ -76,6 +76,8 @@ export type KeelEvent =
       /** `timed-out`: the scope threw its own `TimeoutError`. */
       readonly outcome: "completed" | "timed-out" | "failed" | "cancelled";
       readonly elapsedMs: number;
+      /** What the scope threw, for `timed-out` (its `TimeoutError`) and `failed`. */
+      readonly error?: unknown;
     })
   | (Base & {
       readonly type: "cleanup:overrun";
@@ -271,7 +273,7 @@ export type KeelEvent =
  * await run(function* () {
  *   try { yield* timeout(10, sleep(100)); } catch {}
  * }, { clock: createVirtualClock(), onEvent: (e) => counts.set(e.type, (counts.get(e.type) ?? 0) + 1) });
- * // { "task:start": 1, "timeout:fire": 1, "cancel:request": 1, "task:settle": 1 }
+ * // { "task:start": 1, "timeout:start": 1, "timeout:fire": 1, "cancel:request": 1, "timeout:end": 1, "task:settle": 1 }
  * console.log(Object.fromEntries(counts));
  * ```
  */

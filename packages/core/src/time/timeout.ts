@@ -4,8 +4,8 @@
  */
 import { checkDurationMs, invalidRange, invalidType, TimeoutError } from "../errors.js";
 import { BoundOp4 } from "../kernel/bound-op.js";
-import type { Clock } from "../kernel/clock.js";
 import { isCancelled } from "../kernel/cancelled.js";
+import type { Clock } from "../kernel/clock.js";
 import { currentTask, delegate } from "../kernel/current.js";
 import { exitFrame } from "../kernel/frame-exit.js";
 import { checkOp, type Op, type Operation, type Outcome } from "../kernel/operation.js";
@@ -197,14 +197,23 @@ function* inTimeout<T>(
   frame.releaseOwn();
   if (!reporting) return yield* exitFrame(task, frame, outcome, makeError);
   const scope = frame.info;
-  const end = (result: "completed" | "timed-out" | "failed" | "cancelled") =>
-    task.emit({ type: "timeout:end", scope, fired, outcome: result, elapsedMs: clock.now() - enteredAt });
   try {
     const value = yield* exitFrame(task, frame, outcome, makeError);
-    end("completed");
+    task.emit({
+      type: "timeout:end",
+      scope,
+      fired,
+      outcome: "completed",
+      elapsedMs: clock.now() - enteredAt,
+    });
     return value;
   } catch (error) {
-    end(error === ownError ? "timed-out" : isCancelled(error) ? "cancelled" : "failed");
+    const elapsedMs = clock.now() - enteredAt;
+    if (isCancelled(error)) task.emit({ type: "timeout:end", scope, fired, outcome: "cancelled", elapsedMs });
+    else {
+      const result = error === ownError ? "timed-out" : "failed";
+      task.emit({ type: "timeout:end", scope, fired, outcome: result, elapsedMs, error });
+    }
     throw error;
   }
 }

@@ -153,7 +153,9 @@ const netError = (code: string) => Object.assign(new Error(`connect ${code}`), {
   ]);
   const end = events.find((e) => e.type === "retry:end");
   assert.ok(end?.type === "retry:end" && end.outcome === "cancelled");
-  console.log(`cancelled during attempt 2: ${retryEvents.join(", ")} (no retry:giveup: retry:end says cancelled)`);
+  console.log(
+    `cancelled during attempt 2: ${retryEvents.join(", ")} (no retry:giveup: retry:end says cancelled)`,
+  );
 }
 
 // 5. A cancellation during the backoff sleep stops it there: attempt 2 never starts.

@@ -25,6 +25,8 @@ export class KeelMetrics {
   private readonly httpDuration;
   private readonly jobs;
   private readonly jobDuration;
+  /** When each job attempt in flight started (by root, queue, id and attempt), on its run's clock. */
+  private readonly jobStarts = new Map<string, number>();
 
   constructor(meter: Meter) {
     this.liveTasks = meter.createUpDownCounter("keel.tasks.live", {
@@ -69,7 +71,7 @@ export class KeelMetrics {
     });
     this.jobs = meter.createCounter("keel.jobs", { description: "Job attempts that ended, by outcome." });
     this.jobDuration = meter.createHistogram("keel.job.duration", {
-      description: "How long a job attempt ran.",
+      description: "How long a job attempt ran, from its start to its outcome.",
       unit: "ms",
     });
   }
@@ -117,15 +119,21 @@ export class KeelMetrics {
       case "channel:depth":
         this.channelDepth.record(e.size, { "keel.channel.name": e.name });
         return;
-      case "worker:job":
-        if (e.transition === "start") return;
-        this.jobs.add(1, { "keel.job.queue": e.queue, "keel.job.outcome": e.transition });
-        if (e.durationMs !== undefined)
-          this.jobDuration.record(e.durationMs, {
-            "keel.job.queue": e.queue,
-            "keel.job.outcome": e.transition,
-          });
+      case "worker:job": {
+        const key = `${e.rootId} ${e.queue}/${e.jobId} ${e.attempt}`;
+        if (e.transition === "start") {
+          this.jobStarts.set(key, e.at);
+          return;
+        }
+        const attributes = { "keel.job.queue": e.queue, "keel.job.outcome": e.transition };
+        this.jobs.add(1, attributes);
+        // Only a completion carries its duration; every other outcome is timed from its start.
+        const startedAt = this.jobStarts.get(key);
+        this.jobStarts.delete(key);
+        const durationMs = e.durationMs ?? (startedAt === undefined ? undefined : e.at - startedAt);
+        if (durationMs !== undefined) this.jobDuration.record(durationMs, attributes);
         return;
+      }
     }
   }
 

@@ -4,10 +4,12 @@ import {
   constant,
   createChannel,
   createCircuitBreaker,
+  createRateLimiter,
   createSemaphore,
   emitEvent,
   retry,
   run,
+  shield,
   sleep,
   spawn,
   suspend,
@@ -232,6 +234,50 @@ describe("@keel/otel instrument()", () => {
       "keel.task.state": "cancelled",
       "keel.cancel.reason": "cancel",
     });
+  });
+
+  it("records queue gauges and waits (semaphore, rate limiter) and abandonments", async () => {
+    vi.spyOn(console, "warn").mockImplementation(() => {});
+    const sem = createSemaphore(1, { name: "db" });
+    const limiter = createRateLimiter({ perSecond: 10, burst: 1, name: "api" });
+    await run(
+      function* () {
+        const hold = () => sem.use(() => sleep(7));
+        yield* all([hold, hold, hold]);
+        yield* all([() => limiter.take(), () => limiter.take()]);
+        // A flush that swallows every cancellation: cut at the budget, then abandoned.
+        const stubborn = yield* spawn(function* owner() {
+          try {
+            yield* suspend();
+          } finally {
+            yield* shield(function* flush() {
+              for (;;) {
+                try {
+                  yield* sleep(30);
+                } catch {}
+              }
+            });
+          }
+        });
+        yield* sleep(1);
+        yield* stubborn.cancel();
+      },
+      { clock: createVirtualClock(), cleanupBudgetMs: 50 },
+    );
+    const m = await metricPoints();
+    // Two queued behind the first holder; the gauge's last reading is after the last acquire.
+    expect(m.get("keel.semaphore.waiters")).toEqual([
+      { attributes: { "keel.semaphore.name": "db" }, value: 0 },
+    ]);
+    expect(m.get("keel.semaphore.wait.duration")![0]).toMatchObject({ value: { count: 2, sum: 7 + 14 } });
+    expect(m.get("keel.limiter.waiters")).toEqual([{ attributes: { "keel.limiter.name": "api" }, value: 0 }]);
+    expect(m.get("keel.limiter.wait.duration")![0]).toMatchObject({
+      attributes: { "keel.limiter.name": "api" },
+      value: { count: 1, sum: 100 },
+    });
+    const sum = (name: string) => (m.get(name) ?? []).reduce((a, p) => a + (p.value as number), 0);
+    expect(sum("keel.cleanup.abandonments")).toBe(1);
+    expect(sum("keel.tasks.live")).toBe(0);
   });
 
   it("records a failed task's error with status, and nothing once stopped", async () => {

@@ -16,10 +16,10 @@ import {
   type Tracer,
   trace,
 } from "@opentelemetry/api";
+import { deadlineLeft, fail } from "./common.js";
 import { httpAttributes, httpErrorType } from "./http-attributes.js";
 import type { KeelMetrics } from "./metrics.js";
 import { injectTraceContext } from "./propagation.js";
-import { deadlineLeft, fail } from "./span-status.js";
 
 interface Request {
   readonly span: Span;

@@ -4,6 +4,7 @@
  */
 import type { KeelEvent } from "@keel/core";
 import type { Meter } from "@opentelemetry/api";
+import { timeoutName } from "./common.js";
 import { httpAttributes } from "./http-attributes.js";
 
 const BREAKER_STATE: Record<string, number> = { closed: 0, "half-open": 1, open: 2 };
@@ -88,7 +89,7 @@ export class KeelMetrics {
         this.cancellations.add(1, { "keel.cancel.reason": e.reason.kind });
         return;
       case "timeout:fire":
-        this.timeouts.add(1, { "keel.timeout.owner": e.scope.label ?? e.scope.kind });
+        this.timeouts.add(1, { "keel.timeout.owner": timeoutName(e.scope.label ?? e.scope.kind) });
         return;
       case "retry:sleep":
         this.retries.add(1, { "keel.retry.delay_reason": e.delayReason });

@@ -8,7 +8,7 @@
  * @module
  */
 import { type Context, context, type Span, SpanKind, type Tracer, trace } from "@opentelemetry/api";
-import { fail } from "./span-status.js";
+import { fail } from "./common.js";
 
 export type Attributes = Record<string, string | number | boolean>;
 

@@ -9,9 +9,9 @@
  */
 import type { KeelEvent } from "@keel/core";
 import { SpanKind, type TextMapPropagator, type Tracer } from "@opentelemetry/api";
+import { deadlineLeft, fail, timeoutName } from "./common.js";
 import { HttpSpans } from "./http-spans.js";
 import type { KeelMetrics } from "./metrics.js";
-import { deadlineLeft, fail } from "./span-status.js";
 import { type Attributes, SpanTree } from "./span-tree.js";
 
 /** Names Keel gives a task whose function has none: such tasks get no span of their own. */
@@ -161,7 +161,7 @@ export class SpanTracker {
       top.span.setAttributes(attributes);
       return;
     }
-    this.tree.open(e.taskId, "timeout", timeoutSpanName(scope.label), String(scope.id), attributes);
+    this.tree.open(e.taskId, "timeout", timeoutName(scope.label), String(scope.id), attributes);
   }
 
   private timeoutEnd(e: Of<"timeout:end">): void {
@@ -220,14 +220,4 @@ export class SpanTracker {
     const failed = e.transition === "retry" || e.transition === "dead-letter";
     this.tree.end(e.taskId, scope, failed ? (e.error ?? e.reason) : undefined);
   }
-}
-
-/**
- * A timeout span's name: its label, but a `timeoutAt`'s instant left out (span names stay few:
- * `timeoutAt`, `timeoutAt(sync stock)`). The instant is in `keel.timeout.owner`.
- */
-function timeoutSpanName(label: string): string {
-  const at = /^timeoutAt\([^,)]*(?:, (.*))?\)$/.exec(label);
-  if (!at) return label;
-  return at[1] === undefined ? "timeoutAt" : `timeoutAt(${at[1]})`;
 }

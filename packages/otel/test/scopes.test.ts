@@ -33,6 +33,9 @@ describe("@keel/otel: timeout scopes", () => {
           });
         } catch {}
         yield* timeoutAt(clock.now() + 50, sleep(5), { label: "sync" });
+        try {
+          yield* timeoutAt(clock.now() + 5, sleep(50));
+        } catch {}
       },
       { clock },
     );
@@ -43,6 +46,7 @@ describe("@keel/otel: timeout scopes", () => {
       "  timeout(500)",
       "    timeout(1000, stock)",
       "  timeoutAt(sync)",
+      "  timeoutAt",
     ]);
     const outer = only(spans, "timeout(500)");
     expect(outer.attributes).toMatchObject({
@@ -70,6 +74,12 @@ describe("@keel/otel: timeout scopes", () => {
       "keel.timeout.fired": false,
       "keel.timeout.outcome": "completed",
     });
+    // The timeouts metric names a timeoutAt without its instant: one series, however many deadlines.
+    const fired = (await otel.metricPoints()).get("keel.timeouts")!;
+    expect(fired.map((p) => [p.attributes["keel.timeout.owner"], p.value])).toEqual([
+      ["timeout(500)", 1],
+      ["timeoutAt", 1],
+    ]);
   });
 
   it("a task spawned inside a timeout scope hangs from the scope's span", async () => {

@@ -1,5 +1,6 @@
 /**
- * What every kind of span shares: the deadline-left attribute and how a failure is recorded.
+ * What spans and metrics share: the deadline-left attribute, how a failure is recorded, and the
+ * name a timeout scope goes by.
  * @module
  */
 import { type Span, SpanStatusCode } from "@opentelemetry/api";
@@ -17,4 +18,15 @@ export function fail(span: Span, error: unknown): void {
   if (error instanceof Error) span.recordException(error);
   const message = error instanceof Error ? error.message : String(error);
   span.setStatus({ code: SpanStatusCode.ERROR, message });
+}
+
+/**
+ * A timeout scope's name, for a span's name and a metric's attribute: its label, but a `timeoutAt`'s
+ * instant left out, so names stay few (`timeoutAt`, `timeoutAt(sync stock)`). Spans keep the full
+ * label in `keel.timeout.owner`.
+ */
+export function timeoutName(label: string): string {
+  const at = /^timeoutAt\([^,)]*(?:, (.*))?\)$/.exec(label);
+  if (!at) return label;
+  return at[1] === undefined ? "timeoutAt" : `timeoutAt(${at[1]})`;
 }

@@ -180,6 +180,43 @@ describe("@keel/otel: retry scopes", () => {
     expect(scope.status.message).toMatch(/all 2 attempts failed/);
   });
 
+  it("a retry whose budget runs out: its span says the budget fired, the cut attempt in error", async () => {
+    await run(
+      function* pay() {
+        try {
+          yield* retry(
+            function* slow() {
+              yield* sleep(100);
+              throw new Error("late");
+            },
+            { attempts: 5, budgetMs: 150, backoff: constant(1), retryOn: () => true },
+          );
+        } catch {}
+      },
+      { clock: createVirtualClock() },
+    );
+    const spans = otel.spans();
+    expect(tree(spans, only(spans, "pay"))).toEqual([
+      "pay",
+      "  retry(slow)",
+      "    retry(slow) attempt 1",
+      "    retry(slow) attempt 2",
+    ]);
+    expect(only(spans, "retry(slow)").attributes).toMatchObject({
+      "keel.timeout.owner": "retry(slow) budget 150 ms",
+      "keel.timeout.fired": true,
+      "keel.timeout.outcome": "timed-out",
+      "keel.retry.giveup": "budget",
+      "keel.retry.outcome": "giveup",
+    });
+    const cut = only(spans, "retry(slow) attempt 2");
+    expect(cut.status).toMatchObject({
+      code: 2,
+      message: "retry(slow) budget 150 ms: timed out after 150 ms",
+    });
+    expect(cut.attributes["keel.deadline.left_ms"]).toBe(49);
+  });
+
   it("a retry cut by a timeout ends with it, and what the task does next is not parented by it", async () => {
     await run(
       function* worker() {

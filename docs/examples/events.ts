@@ -1,5 +1,5 @@
 /**
- * Observability: every start, settle, cancellation request, timeout, overrun, swallow,
+ * Observability: every start, settle, cancellation request, timeout scope (start, firing, end), overrun, swallow,
  * abandonment and shield delay is an event; `snapshot` and `formatTaskTree` show the live tree.
  */
 import assert from "node:assert/strict";
@@ -32,12 +32,17 @@ import { createVirtualClock } from "@keel/testing";
   const lines = events.map((e) => `${e.at} ${e.type} ${e.path.replace(/#\d+/g, "")}`);
   assert.deepEqual(lines, [
     "0 task:start handler",
+    "0 timeout:start handler",
     "100 timeout:fire handler",
     "100 cancel:request handler",
+    "100 timeout:end handler",
     "100 task:settle handler",
   ]);
   const fire = events.find((e) => e.type === "timeout:fire");
   assert.equal(fire?.type === "timeout:fire" && fire.scope.label, "timeout(100)");
+  // The scope's end says its timer fired and it threw its own TimeoutError.
+  const end = events.find((e) => e.type === "timeout:end");
+  assert.ok(end?.type === "timeout:end" && end.fired && end.outcome === "timed-out");
 }
 
 // 2. A snapshot of the live tree: names, states, ages, deadlines left, what each task waits on.

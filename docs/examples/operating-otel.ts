@@ -1,12 +1,13 @@
 /**
  * Operating Keel: OpenTelemetry traces and metrics with `@keel/otel`, on the SDK's in-memory
- * exporters. A request handler calls a flaky HTTP service through Keel's client; the trace shows
- * the handler, the retry, each attempt, each HTTP request and its phases, and the service received
+ * exporters. A request handler calls a flaky HTTP service through Keel's client, under a timeout;
+ * the trace shows the handler, the timeout scope, the retry, each attempt, each HTTP request and
+ * its phases, with the deadline left at each one's start, and the service received
  * the `traceparent` of the request that reached it.
  */
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { constant, run } from "@keel/core";
+import { constant, run, timeout } from "@keel/core";
 import { createHttpClient } from "@keel/core/http";
 import { instrument } from "@keel/otel";
 import { context, trace } from "@opentelemetry/api";
@@ -53,7 +54,8 @@ await tracer.startActiveSpan("POST /orders", async (incoming) => {
       baseUrl: `http://127.0.0.1:${port}`,
       retry: { attempts: 3, backoff: constant(0) },
     });
-    return yield* inventory.getJson("/stock/42");
+    // A timeout scope is a span too; every span under it carries the deadline left at its start.
+    return yield* timeout(5_000, inventory.getJson("/stock/42"), { label: "stock" });
   });
   incoming.end();
 });
@@ -76,18 +78,29 @@ const tree = (parent: string | undefined, depth: number): string[] =>
 console.log(tree(undefined, 0).join("\n"));
 // POST /orders
 //   placeOrder
-//     retry(GET /stock/42)
-//       retry(GET /stock/42) attempt 1
-//         GET 503
-//           connect
-//           headers
-//           body
-//       retry(GET /stock/42) attempt 2
-//         GET 200
-//           connect
-//           headers
-//           body
+//     timeout(5000, stock)
+//       retry(GET /stock/42)
+//         retry(GET /stock/42) attempt 1
+//           GET 503
+//             connect
+//             headers
+//             body
+//         retry(GET /stock/42) attempt 2
+//           GET 200
+//             connect
+//             headers
+//             body
 //     httpClient                      (the client's pool: a resource task, named)
+
+// The timeout scope's span says what it was and that it did not fire; the spans under it carry
+// what was left of its 5 s when each started (`keel.deadline.left_ms`).
+const scope = finished.find((s) => s.name === "timeout(5000, stock)")!;
+assert.equal(scope.attributes["keel.timeout.ms"], 5000);
+assert.equal(scope.attributes["keel.timeout.fired"], false);
+for (const s of finished.filter((x) => x.name === "GET" || x.name.includes("attempt"))) {
+  const left = s.attributes["keel.deadline.left_ms"] as number;
+  assert.ok(left > 0 && left <= 5000, `${s.name}: ${left} ms left`);
+}
 
 // The service received the trace context of the HTTP span that called it.
 const http = finished.filter((s) => s.name === "GET");

@@ -82,12 +82,14 @@ const unavailable = () => Object.assign(new Error("unavailable"), { status: 503 
   const trail = events.filter((e) => e.type.startsWith("retry:")).map((e) => `${e.type}@${e.at}`);
   console.log(`events: ${trail.join(", ")}`);
   assert.deepEqual(trail, [
+    "retry:start@0",
     "retry:attempt@0",
     "retry:sleep@10",
     "retry:attempt@60",
     "retry:sleep@70",
     "retry:attempt@170",
     "retry:giveup@180",
+    "retry:end@180",
   ]);
 }
 

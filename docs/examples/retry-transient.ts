@@ -144,8 +144,18 @@ const netError = (code: string) => Object.assign(new Error(`connect ${code}`), {
   assert.equal(asked, 1); // only for attempt 1's 503
   assert.equal(clock.pendingTimers, 0);
   const retryEvents = events.filter((e) => e.type.startsWith("retry:")).map((e) => `${e.type}@${e.at}`);
-  assert.deepEqual(retryEvents, ["retry:attempt@0", "retry:sleep@0", "retry:attempt@50"]);
-  console.log(`cancelled during attempt 2: ${retryEvents.join(", ")} (no retry:giveup: it was cancelled)`);
+  assert.deepEqual(retryEvents, [
+    "retry:start@0",
+    "retry:attempt@0",
+    "retry:sleep@0",
+    "retry:attempt@50",
+    "retry:end@150",
+  ]);
+  const end = events.find((e) => e.type === "retry:end");
+  assert.ok(end?.type === "retry:end" && end.outcome === "cancelled");
+  console.log(
+    `cancelled during attempt 2: ${retryEvents.join(", ")} (no retry:giveup: retry:end says cancelled)`,
+  );
 }
 
 // 5. A cancellation during the backoff sleep stops it there: attempt 2 never starts.

@@ -25,13 +25,14 @@ import { realClock } from "./time/real-clock.js";
  * import { type KeelEvent, random, type RunOptions, run, sleep } from "@keel/core";
  * import { createVirtualClock } from "@keel/testing";
  * const events: KeelEvent[] = [];
+ * const shutdown = new AbortController();
  * const options: RunOptions = {
  *   name: "nightly",
  *   clock: createVirtualClock(), // an hour passes in a millisecond
  *   cleanupBudgetMs: 1000,
  *   onEvent: (e) => events.push(e),
  *   random: () => 0.25,
- *   signal: AbortSignal.timeout(60_000), // aborting it cancels the task
+ *   signal: shutdown.signal, // aborting it cancels the task
  * };
  * const drawn = await run(function* () { yield* sleep(3_600_000); return yield* random(); }, options);
  * console.log(drawn, events.map((e) => `${e.type}@${e.at}`)); // 0.25 ["task:start@0", "task:settle@3600000"]

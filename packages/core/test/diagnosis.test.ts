@@ -13,7 +13,7 @@ const fixture = new URL("./fixtures/diagnosis-process.ts", import.meta.url);
 const cli = new URL("../src/process/inspect-cli.ts", import.meta.url);
 
 describe("keel-inspect", () => {
-  it("prints the tree of a process started with main(op, { inspect: true }), as text and as JSON", async () => {
+  it("prints every live root's tree of a process started with main(op, { inspect: true }), as text and as JSON", async () => {
     const child = startChild(fixture, "inspect");
     await child.waitForLine("ready");
     const socket = `${tmpdir()}/keel-inspect-${child.process.pid}.sock`;
@@ -25,11 +25,16 @@ describe("keel-inspect", () => {
     expect(out).toMatch(/^server#\d+ running/m);
     expect(out).toMatch(/^ {2}holder#\d+ running .*waiting on sleep\(60000\)/m);
     expect(out).toMatch(/^ {2}query#\d+ running .*waiting on semaphore db: 1 waiting .*1st in the queue/m);
+    // Every live root: the run() root beside main's, after it.
+    expect(out).toMatch(/^sidecar#\d+ running .*waiting on sleep\(60000\)/m);
+    expect(out.indexOf("sidecar#")).toBeGreaterThan(out.indexOf("server#"));
 
     const json = startChild(cli, String(child.process.pid), "--json");
     expect((await json.exited).code).toBe(0);
-    const tree = JSON.parse(json.stdoutLines().join("\n")) as TaskSnapshot;
-    expect(tree.name).toBe("server");
+    const roots = JSON.parse(json.stdoutLines().join("\n")) as TaskSnapshot[];
+    expect(roots.map((r) => r.name)).toEqual(["server", "sidecar"]);
+    expect(roots[1]!.waitingOn).toBe("sleep(60000)");
+    const tree = roots[0]!;
     expect(tree.children.find((c) => c.name === "query")?.waitDetail).toEqual({
       kind: "semaphore",
       name: "db",

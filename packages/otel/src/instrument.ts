@@ -62,13 +62,13 @@ const VERSION = "0.1.0";
  * import { createVirtualClock } from "@keel/testing";
  * import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
  * const exporter = new InMemorySpanExporter();
- * const stop = instrument({
- *   tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }),
- * });
+ * const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+ * const stop = instrument({ tracerProvider });
  * await run(function* checkout() {
  *   yield* sleep(10);
  * }, { clock: createVirtualClock() });
  * stop();
+ * await tracerProvider.forceFlush(); // lets the exporter finish (it completes on a host timer)
  * console.log(exporter.getFinishedSpans().map((s) => s.name)); // ["checkout"]
  * ```
  * @throws `TypeError` naming the option when `tracerProvider`, `meterProvider` or `propagator` is

@@ -4,6 +4,7 @@
  */
 import type { KeelEvent } from "@keel/core";
 import type { Meter } from "@opentelemetry/api";
+import { timeoutName } from "./common.js";
 import { httpAttributes } from "./http-attributes.js";
 
 const BREAKER_STATE: Record<string, number> = { closed: 0, "half-open": 1, open: 2 };
@@ -25,6 +26,8 @@ export class KeelMetrics {
   private readonly httpDuration;
   private readonly jobs;
   private readonly jobDuration;
+  /** When each job attempt in flight started (by root, queue, id and attempt), on its run's clock. */
+  private readonly jobStarts = new Map<string, number>();
 
   constructor(meter: Meter) {
     this.liveTasks = meter.createUpDownCounter("keel.tasks.live", {
@@ -69,7 +72,7 @@ export class KeelMetrics {
     });
     this.jobs = meter.createCounter("keel.jobs", { description: "Job attempts that ended, by outcome." });
     this.jobDuration = meter.createHistogram("keel.job.duration", {
-      description: "How long a job attempt ran.",
+      description: "How long a job attempt ran, from its start to its outcome.",
       unit: "ms",
     });
   }
@@ -86,7 +89,7 @@ export class KeelMetrics {
         this.cancellations.add(1, { "keel.cancel.reason": e.reason.kind });
         return;
       case "timeout:fire":
-        this.timeouts.add(1, { "keel.timeout.owner": e.scope.label ?? e.scope.kind });
+        this.timeouts.add(1, { "keel.timeout.owner": timeoutName(e.scope.label ?? e.scope.kind) });
         return;
       case "retry:sleep":
         this.retries.add(1, { "keel.retry.delay_reason": e.delayReason });
@@ -117,15 +120,21 @@ export class KeelMetrics {
       case "channel:depth":
         this.channelDepth.record(e.size, { "keel.channel.name": e.name });
         return;
-      case "worker:job":
-        if (e.transition === "start") return;
-        this.jobs.add(1, { "keel.job.queue": e.queue, "keel.job.outcome": e.transition });
-        if (e.durationMs !== undefined)
-          this.jobDuration.record(e.durationMs, {
-            "keel.job.queue": e.queue,
-            "keel.job.outcome": e.transition,
-          });
+      case "worker:job": {
+        const key = `${e.rootId} ${e.queue}/${e.jobId} ${e.attempt}`;
+        if (e.transition === "start") {
+          this.jobStarts.set(key, e.at);
+          return;
+        }
+        const attributes = { "keel.job.queue": e.queue, "keel.job.outcome": e.transition };
+        this.jobs.add(1, attributes);
+        // Only a completion carries its duration; every other outcome is timed from its start.
+        const startedAt = this.jobStarts.get(key);
+        this.jobStarts.delete(key);
+        const durationMs = e.durationMs ?? (startedAt === undefined ? undefined : e.at - startedAt);
+        if (durationMs !== undefined) this.jobDuration.record(durationMs, attributes);
         return;
+      }
     }
   }
 

@@ -1,204 +1,140 @@
 /**
- * Spans from Keel's events: one per task that matters, retry scope and attempt, HTTP request (with
- * its phases) and job, parented by the task tree.
+ * Spans from Keel's events: one per task that matters, timeout scope, retry and attempt, HTTP
+ * request (with its phases, in `http-spans.ts`) and job, parented by the task tree (`span-tree.ts`).
  *
- * Invariants: a task's `stack` holds its open retry, attempt and job spans, innermost last; what the
- * task starts next (a child task, an HTTP request) is parented by the innermost, else by the task's
- * own span, else by what its parent would parent. HTTP spans are never parents: they sit in
- * `requests`, found again by root, method and URL, because a response's body may be read by
- * another task than the one that sent the request.
+ * A retry's budget timeout and an attempt's own timeout do not get a span of their own: their span
+ * is the retry's or the attempt's, which carries `keel.timeout.*`. A scope's end pops everything
+ * opened inside it that is still open (a retry cut by an enclosing timeout ends with it).
  * @module
  */
 import type { KeelEvent } from "@keel/core";
-import {
-  type Context,
-  context,
-  type Span,
-  SpanKind,
-  SpanStatusCode,
-  type TextMapPropagator,
-  type Tracer,
-  trace,
-} from "@opentelemetry/api";
-import { httpAttributes, httpErrorType } from "./http-attributes.js";
+import { SpanKind, type TextMapPropagator, type Tracer } from "@opentelemetry/api";
+import { deadlineLeft, fail, timeoutName } from "./common.js";
+import { HttpSpans } from "./http-spans.js";
 import type { KeelMetrics } from "./metrics.js";
-import { injectTraceContext } from "./propagation.js";
+import { type Attributes, SpanTree } from "./span-tree.js";
 
 /** Names Keel gives a task whose function has none: such tasks get no span of their own. */
 const ANONYMOUS = new Set(["task", "op", "shielded", "keel"]);
 
-interface Scope {
-  readonly kind: "retry" | "attempt" | "job";
-  readonly span: Span;
-  readonly ctx: Context;
-  readonly key: string;
-}
-
-interface TaskNode {
-  /** The task's own span, or null when it gets none (anonymous). */
-  readonly span: Span | null;
-  /** The context the task's own span (or, without one, its children) hang from. */
-  readonly ctx: Context;
-  readonly stack: Scope[];
-}
-
-interface Request {
-  readonly span: Span;
-  readonly taskId: number;
-  readonly method: string;
-  readonly url: string;
-  readonly startedAt: number;
-  phaseAt: number;
-  status: number | null;
-}
+type Of<T extends KeelEvent["type"]> = Extract<KeelEvent, { type: T }>;
 
 export class SpanTracker {
-  private readonly tasks = new Map<number, TaskNode>();
-  private readonly requests = new Map<string, Request[]>();
+  private readonly tree: SpanTree;
+  private readonly http: HttpSpans;
 
-  constructor(
-    private readonly tracer: Tracer,
-    private readonly metrics: KeelMetrics,
-    private readonly propagator: TextMapPropagator | null,
-  ) {}
+  constructor(tracer: Tracer, metrics: KeelMetrics, propagator: TextMapPropagator | null) {
+    this.tree = new SpanTree(tracer);
+    this.http = new HttpSpans(tracer, metrics, propagator);
+  }
 
   handle(e: KeelEvent): void {
     switch (e.type) {
       case "task:start":
-        this.start(e.taskId, e.parentId, e.name, e.path, e.rootId);
+        this.start(e);
         return;
       case "task:settle":
         this.settle(e);
         return;
       case "cancel:request": {
         const owner = e.owner === "outside" ? "outside" : (e.owner.label ?? e.owner.kind);
-        this.eventOn(e.taskId, "keel.cancel", {
-          "keel.cancel.reason": e.reason.kind,
-          "keel.cancel.owner": owner,
-        });
-        this.tasks
-          .get(e.taskId)
-          ?.span?.setAttributes({ "keel.cancel.reason": e.reason.kind, "keel.cancel.owner": owner });
+        const attributes = { "keel.cancel.reason": e.reason.kind, "keel.cancel.owner": owner };
+        this.tree.eventOn(e.taskId, "keel.cancel", attributes);
+        this.tree.taskSpan(e.taskId)?.setAttributes(attributes);
         return;
       }
-      case "timeout:fire":
-        this.eventOn(e.taskId, "keel.timeout", {
-          "keel.timeout.owner": e.scope.label ?? e.scope.kind,
-          "keel.timeout.ms": e.timeoutMs,
-        });
+      case "timeout:start":
+        this.timeoutStart(e);
+        return;
+      case "timeout:fire": {
+        const attributes = { "keel.timeout.owner": e.scope.label, "keel.timeout.ms": e.timeoutMs };
+        const scope = this.tree.timeoutScope(e.taskId, e.scope.id);
+        if (scope) {
+          scope.span.setAttribute("keel.timeout.fired", true);
+          scope.span.addEvent("keel.timeout", attributes);
+        } else this.tree.eventOn(e.taskId, "keel.timeout", attributes);
+        return;
+      }
+      case "timeout:end":
+        this.timeoutEnd(e);
         return;
       case "cleanup:overrun":
-        this.eventOn(e.taskId, "keel.cleanup.overrun", {
+        this.tree.eventOn(e.taskId, "keel.cleanup.overrun", {
           "keel.cleanup.budget_ms": e.budgetMs,
           "keel.waiting_on": e.waitingOn ?? "",
         });
         return;
       case "cleanup:abandon":
-        this.eventOn(e.taskId, "keel.cleanup.abandon", { "keel.waiting_on": e.waitingOn ?? "" });
+        this.tree.eventOn(e.taskId, "keel.cleanup.abandon", { "keel.waiting_on": e.waitingOn ?? "" });
         return;
       case "shield:delay":
-        this.eventOn(e.taskId, "keel.shield.delay", { "keel.shield.delayed_ms": e.delayedMs });
+        this.tree.eventOn(e.taskId, "keel.shield.delay", { "keel.shield.delayed_ms": e.delayedMs });
+        return;
+      case "retry:start":
+        this.retryStart(e);
         return;
       case "retry:attempt":
-        this.attempt(e.taskId, e.attempt, e.attempts, e.label);
+        this.attempt(e);
         return;
-      case "retry:sleep": {
-        this.endScope(e.taskId, "attempt", null, e.error);
-        const retry = this.find(e.taskId, "retry", null);
-        retry?.span.addEvent("keel.retry", {
+      case "retry:sleep":
+        this.tree.end(e.taskId, this.tree.find(e.taskId, "attempt", null), e.error);
+        this.tree.find(e.taskId, "retry", null)?.span.addEvent("keel.retry", {
           "keel.retry.attempt": e.attempt,
           "keel.retry.delay_ms": e.delayMs,
           "keel.retry.delay_reason": e.delayReason,
         });
         return;
-      }
       case "retry:giveup":
-        this.endScope(e.taskId, "attempt", null, e.error);
-        this.find(e.taskId, "retry", null)?.span.setAttribute("keel.retry.giveup", e.reason);
-        this.endScope(e.taskId, "retry", null, e.error);
+        this.tree.end(e.taskId, this.tree.find(e.taskId, "attempt", null), e.error);
+        this.tree.find(e.taskId, "retry", null)?.span.setAttribute("keel.retry.giveup", e.reason);
         return;
       case "retry:success":
-        this.endScope(e.taskId, "attempt", null, undefined);
-        this.endScope(e.taskId, "retry", null, undefined);
+        this.tree.end(e.taskId, this.tree.find(e.taskId, "attempt", e.label), undefined);
         return;
-      case "http:request":
-        this.request(e.taskId, e.rootId, e.method, e.url, e.setHeader);
-        return;
-      case "http:connect":
-        this.phase(e, "connect");
-        return;
-      case "http:headers":
-        this.phase(e, "headers", e.status);
-        return;
-      case "http:body":
-        this.phase(e, "body");
-        return;
-      case "http:timeout":
-        this.findRequest(e, false)?.span.addEvent("keel.http.timeout", {
-          "keel.http.phase": e.phase,
-          "keel.timeout.ms": e.timeoutMs,
-        });
-        return;
-      case "http:error": {
-        const r = this.findRequest(e, true);
-        if (r) this.endRequest(r, e.error);
+      case "retry:end": {
+        const retry = this.tree.find(e.taskId, "retry", e.label);
+        retry?.span.setAttribute("keel.retry.outcome", e.outcome);
+        const failed = e.outcome === "giveup" || e.outcome === "failed";
+        this.tree.end(e.taskId, retry, failed ? e.error : undefined);
         return;
       }
+      case "http:request":
+        this.http.request(this.tree.contextFor(e.taskId), e);
+        return;
+      case "http:connect":
+        this.http.phase(e, "connect");
+        return;
+      case "http:headers":
+        this.http.phase(e, "headers", e.status);
+        return;
+      case "http:body":
+        this.http.phase(e, "body");
+        return;
+      case "http:timeout":
+        this.http.timeout(e, e.phase, e.timeoutMs);
+        return;
+      case "http:error":
+        this.http.error(e, e.error);
+        return;
       case "worker:job":
-        if (e.transition === "start") {
-          const attributes = {
-            "keel.job.queue": e.queue,
-            "keel.job.id": e.jobId,
-            "keel.job.attempt": e.attempt,
-          };
-          this.open(
-            e.taskId,
-            "job",
-            `job ${e.queue}`,
-            `${e.queue}/${e.jobId}`,
-            attributes,
-            SpanKind.CONSUMER,
-          );
-          return;
-        }
-        this.find(e.taskId, "job", `${e.queue}/${e.jobId}`)?.span.setAttribute(
-          "keel.job.outcome",
-          e.transition,
-        );
-        this.endScope(
-          e.taskId,
-          "job",
-          `${e.queue}/${e.jobId}`,
-          e.transition === "retry" || e.transition === "dead-letter" ? (e.error ?? e.reason) : undefined,
-        );
+        this.job(e);
         return;
     }
   }
 
-  private start(id: number, parentId: number | null, name: string, path: string, rootId: number): void {
-    // A root's start is published inside `run()`'s call: `context.active()` is the caller's.
-    const parentCtx = parentId === null ? context.active() : this.contextFor(parentId);
-    if (parentId !== null && ANONYMOUS.has(name)) {
-      this.tasks.set(id, { span: null, ctx: parentCtx, stack: [] });
-      return;
-    }
-    const attributes = { "keel.task.path": path, "keel.task.id": id, "keel.root.id": rootId };
-    const span = this.tracer.startSpan(name, { attributes }, parentCtx);
-    this.tasks.set(id, { span, ctx: trace.setSpan(parentCtx, span), stack: [] });
+  private start(e: Of<"task:start">): void {
+    const named = e.parentId === null || !ANONYMOUS.has(e.name);
+    this.tree.start(e.taskId, e.parentId, named ? e.name : null, {
+      "keel.task.path": e.path,
+      "keel.task.id": e.taskId,
+      "keel.root.id": e.rootId,
+      ...deadlineLeft(e.deadlineLeftMs),
+    });
   }
 
-  private settle(e: Extract<KeelEvent, { type: "task:settle" }>): void {
-    const node = this.tasks.get(e.taskId);
-    if (!node) return;
-    this.tasks.delete(e.taskId);
-    for (let i = node.stack.length - 1; i >= 0; i--) node.stack[i]!.span.end();
-    for (const [key, list] of this.requests) {
-      for (const r of list.filter((x) => x.taskId === e.taskId)) r.span.end();
-      const left = list.filter((x) => x.taskId !== e.taskId);
-      if (left.length === 0) this.requests.delete(key);
-      else this.requests.set(key, left);
-    }
-    const span = node.span;
+  private settle(e: Of<"task:settle">): void {
+    const span = this.tree.settle(e.taskId);
+    this.http.settled(e.taskId);
     if (!span) return;
     span.setAttribute("keel.task.state", e.state);
     if (e.state === "failed") fail(span, e.error);
@@ -206,143 +142,82 @@ export class SpanTracker {
     span.end();
   }
 
-  /** What a task's next child (or request) is parented by. */
-  private contextFor(taskId: number): Context {
-    const node = this.tasks.get(taskId);
-    if (!node) return context.active();
-    return node.stack.length > 0 ? node.stack[node.stack.length - 1]!.ctx : node.ctx;
-  }
-
-  private open(
-    taskId: number,
-    kind: Scope["kind"],
-    name: string,
-    key: string,
-    attributes: Record<string, string | number>,
-    spanKind = SpanKind.INTERNAL,
-  ): void {
-    const node = this.tasks.get(taskId);
-    if (!node) return;
-    const parent = this.contextFor(taskId);
-    const span = this.tracer.startSpan(name, { kind: spanKind, attributes }, parent);
-    node.stack.push({ kind, span, ctx: trace.setSpan(parent, span), key });
-  }
-
-  private find(taskId: number, kind: Scope["kind"], key: string | null): Scope | undefined {
-    const stack = this.tasks.get(taskId)?.stack ?? [];
-    for (let i = stack.length - 1; i >= 0; i--)
-      if (stack[i]!.kind === kind && (key === null || stack[i]!.key === key)) return stack[i];
-    return undefined;
-  }
-
-  /** Ends the innermost open scope of `kind` (and anything opened inside it), failed when `error` is given. */
-  private endScope(taskId: number, kind: Scope["kind"], key: string | null, error: unknown): void {
-    const stack = this.tasks.get(taskId)?.stack;
-    const scope = this.find(taskId, kind, key);
-    if (!stack || !scope) return;
-    while (stack.length > 0) {
-      const top = stack.pop()!;
-      if (top === scope && error !== undefined) fail(top.span, error);
-      top.span.end();
-      if (top === scope) return;
+  private timeoutStart(e: Of<"timeout:start">): void {
+    const { scope, timeoutMs, deadlineLeftMs } = e;
+    const attributes = {
+      "keel.timeout.owner": scope.label,
+      "keel.timeout.ms": timeoutMs,
+      "keel.timeout.fired": false,
+      ...deadlineLeft(deadlineLeftMs),
+    };
+    const top = this.tree.top(e.taskId);
+    const merges =
+      top !== undefined &&
+      top.timeoutId === null &&
+      ((top.kind === "attempt" && top.name === scope.label) ||
+        (top.kind === "retry" && top.budgetLabel === scope.label));
+    if (merges) {
+      top.timeoutId = scope.id;
+      top.span.setAttributes(attributes);
+      return;
     }
+    this.tree.open(e.taskId, "timeout", timeoutName(scope.label), String(scope.id), attributes);
   }
 
-  private attempt(taskId: number, attempt: number, attempts: number, label: string): void {
-    if (attempt === 1 || !this.find(taskId, "retry", label)) {
-      this.open(taskId, "retry", label, label, {
+  private timeoutEnd(e: Of<"timeout:end">): void {
+    const scope = this.tree.timeoutScope(e.taskId, e.scope.id);
+    if (!scope) return;
+    scope.span.setAttributes({ "keel.timeout.fired": e.fired, "keel.timeout.outcome": e.outcome });
+    // A merged timeout's span is the retry's or the attempt's: their own events end it.
+    if (scope.kind !== "timeout") return;
+    this.tree.end(e.taskId, scope, e.error);
+  }
+
+  private retryStart(e: Of<"retry:start">): void {
+    const attributes: Attributes = {
+      "keel.retry.label": e.label,
+      "keel.retry.attempts": e.attempts,
+      ...deadlineLeft(e.deadlineLeftMs),
+    };
+    if (e.budgetMs !== null) attributes["keel.retry.budget_ms"] = e.budgetMs;
+    if (e.perAttemptMs !== null) attributes["keel.retry.per_attempt_ms"] = e.perAttemptMs;
+    const budgetLabel = e.budgetMs === null ? undefined : `${e.label} budget ${e.budgetMs} ms`;
+    this.tree.open(e.taskId, "retry", e.label, e.label, attributes, { budgetLabel });
+  }
+
+  private attempt(e: Of<"retry:attempt">): void {
+    const { taskId, label, attempt, attempts } = e;
+    // A subscriber that arrived after the retry started still gets a retry span around its attempts.
+    if (!this.tree.find(taskId, "retry", label))
+      this.tree.open(taskId, "retry", label, label, {
         "keel.retry.label": label,
         "keel.retry.attempts": attempts,
       });
-    }
-    this.open(taskId, "attempt", `${label} attempt ${attempt}`, label, {
+    this.tree.open(taskId, "attempt", `${label} attempt ${attempt}`, label, {
       "keel.retry.attempt": attempt,
       "keel.retry.attempts": attempts,
+      ...deadlineLeft(e.deadlineLeftMs),
     });
   }
 
-  private eventOn(taskId: number, name: string, attributes: Record<string, string | number>): void {
-    trace.getSpan(this.contextFor(taskId))?.addEvent(name, attributes);
-  }
-
-  private request(
-    taskId: number,
-    rootId: number,
-    method: string,
-    url: string,
-    setHeader: (name: string, value: string) => void,
-  ): void {
-    const parent = this.contextFor(taskId);
-    const span = this.tracer.startSpan(
-      method,
-      { kind: SpanKind.CLIENT, attributes: httpAttributes(method, url, true) },
-      parent,
-    );
-    injectTraceContext(parent, span, setHeader, this.propagator);
-    const now = Date.now();
-    const key = `${rootId} ${method} ${url}`;
-    const list = this.requests.get(key) ?? [];
-    list.push({ span, taskId, method, url, startedAt: now, phaseAt: now, status: null });
-    this.requests.set(key, list);
-  }
-
-  private findRequest(
-    e: { rootId: number; method: string; url: string; taskId: number },
-    remove: boolean,
-  ): Request | undefined {
-    const key = `${e.rootId} ${e.method} ${e.url}`;
-    const list = this.requests.get(key);
-    if (!list) return undefined;
-    const i = Math.max(
-      0,
-      list.findIndex((r) => r.taskId === e.taskId),
-    );
-    const r = list[i];
-    if (remove) {
-      list.splice(i, 1);
-      if (list.length === 0) this.requests.delete(key);
+  private job(e: Of<"worker:job">): void {
+    const key = `${e.queue}/${e.jobId}`;
+    if (e.transition === "start") {
+      const attributes: Attributes = {
+        "keel.job.queue": e.queue,
+        "keel.job.id": e.jobId,
+        "keel.job.attempt": e.attempt,
+        ...deadlineLeft(e.deadlineLeftMs),
+      };
+      if (e.attempts !== undefined) attributes["keel.job.attempts"] = e.attempts;
+      this.tree.open(e.taskId, "job", `job ${e.queue}`, key, attributes, { spanKind: SpanKind.CONSUMER });
+      return;
     }
-    return r;
+    const scope = this.tree.find(e.taskId, "job", key);
+    if (!scope) return;
+    scope.span.setAttribute("keel.job.outcome", e.transition);
+    if (e.reason !== undefined) scope.span.setAttribute("keel.job.reason", e.reason);
+    const failed = e.transition === "retry" || e.transition === "dead-letter";
+    this.tree.end(e.taskId, scope, failed ? (e.error ?? e.reason) : undefined);
   }
-
-  /** A phase ended: a child span from the previous phase's end to now. */
-  private phase(
-    e: { rootId: number; method: string; url: string; taskId: number },
-    name: "connect" | "headers" | "body",
-    status?: number,
-  ): void {
-    const r = this.findRequest(e, name === "body");
-    if (!r) return;
-    const now = Date.now();
-    const parent = trace.setSpan(context.active(), r.span);
-    this.tracer.startSpan(name, { startTime: r.phaseAt }, parent).end(now);
-    r.phaseAt = now;
-    if (status !== undefined) {
-      r.status = status;
-      r.span.setAttribute("http.response.status_code", status);
-      if (status >= 400) {
-        r.span.setAttribute("error.type", String(status));
-        r.span.setStatus({ code: SpanStatusCode.ERROR });
-      }
-    }
-    if (name === "body") this.endRequest(r, undefined);
-  }
-
-  private endRequest(r: Request, error: unknown): void {
-    let errorType: string | null = r.status !== null && r.status >= 400 ? String(r.status) : null;
-    if (error !== undefined && errorType === null) {
-      errorType = httpErrorType(error);
-      r.span.setAttribute("error.type", errorType);
-      fail(r.span, error);
-    }
-    r.span.end();
-    this.metrics.recordHttp(r.method, r.url, Date.now() - r.startedAt, r.status, errorType);
-  }
-}
-
-/** Records `error` on `span` and marks it failed. */
-function fail(span: Span, error: unknown): void {
-  if (error instanceof Error) span.recordException(error);
-  const message = error instanceof Error ? error.message : String(error);
-  span.setStatus({ code: SpanStatusCode.ERROR, message });
 }

@@ -4,10 +4,12 @@ import {
   constant,
   createChannel,
   createCircuitBreaker,
+  createRateLimiter,
   createSemaphore,
   emitEvent,
   retry,
   run,
+  shield,
   sleep,
   spawn,
   suspend,
@@ -16,64 +18,15 @@ import {
 import { createHttpClient } from "@keel/core/http";
 import { instrument } from "@keel/otel";
 import { createVirtualClock } from "@keel/testing";
-import { context, type Span, trace } from "@opentelemetry/api";
-import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import {
-  AggregationTemporality,
-  InMemoryMetricExporter,
-  MeterProvider,
-  PeriodicExportingMetricReader,
-} from "@opentelemetry/sdk-metrics";
-import {
-  BasicTracerProvider,
-  InMemorySpanExporter,
-  type ReadableSpan,
-  SimpleSpanProcessor,
-} from "@opentelemetry/sdk-trace-base";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { type Span, trace } from "@opentelemetry/api";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { byName, parentOf, useOtel } from "./support/otel.js";
 
-const contextManager = new AsyncLocalStorageContextManager();
-let exporter: InMemorySpanExporter;
-let metricExporter: InMemoryMetricExporter;
-let reader: PeriodicExportingMetricReader;
-let provider: BasicTracerProvider;
-let stop: () => void;
-
-beforeAll(() => {
-  context.setGlobalContextManager(contextManager.enable());
-});
-afterAll(() => {
-  context.disable();
-});
-beforeEach(() => {
-  exporter = new InMemorySpanExporter();
-  provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-  metricExporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
-  reader = new PeriodicExportingMetricReader({ exporter: metricExporter, exportIntervalMillis: 3_600_000 });
-  stop = instrument({ tracerProvider: provider, meterProvider: new MeterProvider({ readers: [reader] }) });
-});
+const otel = useOtel();
 afterEach(() => {
-  stop();
   vi.restoreAllMocks();
 });
-
-const parentOf = (s: ReadableSpan) => s.parentSpanContext?.spanId;
-const byName = (spans: ReadableSpan[], name: string) => spans.filter((s) => s.name === name);
-
-async function metricPoints(): Promise<
-  Map<string, { attributes: Record<string, unknown>; value: unknown }[]>
-> {
-  await reader.forceFlush();
-  const out = new Map<string, { attributes: Record<string, unknown>; value: unknown }[]>();
-  for (const rm of metricExporter.getMetrics())
-    for (const sm of rm.scopeMetrics)
-      for (const m of sm.metrics)
-        out.set(
-          m.descriptor.name,
-          m.dataPoints.map((p) => ({ attributes: p.attributes, value: p.value })),
-        );
-  return out;
-}
+const metricPoints = () => otel.metricPoints();
 
 function* order(tag: string) {
   yield* spawn(function* lookup() {
@@ -95,7 +48,7 @@ function* order(tag: string) {
 
 describe("@keel/otel instrument()", () => {
   it("gives two concurrent runs their own traces, parented by the context active at run()", async () => {
-    const tracer = provider.getTracer("app");
+    const tracer = otel.provider.getTracer("app");
     const clock = createVirtualClock();
     const outer: Record<string, Span> = {};
     await Promise.all(
@@ -107,7 +60,7 @@ describe("@keel/otel instrument()", () => {
         }),
       ),
     );
-    const spans = exporter.getFinishedSpans();
+    const spans = otel.spans();
     for (const tag of ["a", "b"]) {
       const traceId = outer[tag]!.spanContext().traceId;
       const mine = spans.filter((s) => s.spanContext().traceId === traceId);
@@ -119,9 +72,18 @@ describe("@keel/otel instrument()", () => {
       const lookup = byName(mine, "lookup")[0]!;
       expect(parentOf(lookup)).toBe(rootId);
       expect(lookup.attributes["keel.task.path"]).toMatch(new RegExp(`^order-${tag}#\\d+/lookup#\\d+$`));
-      // The timeout shows as an event with its owner on the task's span.
-      const fired = root[0]!.events.find((e) => e.name === "keel.timeout");
-      expect(fired?.attributes).toMatchObject({ "keel.timeout.owner": "timeout(10)", "keel.timeout.ms": 10 });
+      // The timeout scope is a span under the task, which says it fired (and carries the event).
+      const cut = byName(mine, "timeout(10)")[0]!;
+      expect(parentOf(cut)).toBe(rootId);
+      expect(cut.attributes).toMatchObject({
+        "keel.timeout.owner": "timeout(10)",
+        "keel.timeout.ms": 10,
+        "keel.timeout.fired": true,
+        "keel.timeout.outcome": "timed-out",
+        "keel.deadline.left_ms": 10,
+      });
+      expect(cut.events.map((e) => e.name)).toEqual(["keel.timeout", "keel.cancel", "exception"]);
+      expect(cut.status).toMatchObject({ code: 2, message: "timeout(10): timed out after 10 ms" });
       // The retry scope, and under it one span per attempt with k of N; the failed one in error.
       const retryScope = byName(mine, "retry(charge)")[0]!;
       expect(parentOf(retryScope)).toBe(rootId);
@@ -162,7 +124,7 @@ describe("@keel/otel instrument()", () => {
     } finally {
       server.close();
     }
-    const spans = exporter.getFinishedSpans();
+    const spans = otel.spans();
     const http = byName(spans, "GET");
     expect(http).toHaveLength(2);
     for (const [i, s] of http.entries()) {
@@ -261,7 +223,7 @@ describe("@keel/otel instrument()", () => {
     ]);
     expect(m.get("keel.job.duration")![0]).toMatchObject({ value: { count: 1, sum: 12 } });
     // The job's span, and the cleanup overrun as an event on the stubborn task's span.
-    const spans = exporter.getFinishedSpans();
+    const spans = otel.spans();
     expect(byName(spans, "job mail")[0]!.attributes).toMatchObject({
       "keel.job.id": "m1",
       "keel.job.outcome": "complete",
@@ -274,19 +236,63 @@ describe("@keel/otel instrument()", () => {
     });
   });
 
+  it("records queue gauges and waits (semaphore, rate limiter) and abandonments", async () => {
+    vi.spyOn(console, "warn").mockImplementation(() => {});
+    const sem = createSemaphore(1, { name: "db" });
+    const limiter = createRateLimiter({ perSecond: 10, burst: 1, name: "api" });
+    await run(
+      function* () {
+        const hold = () => sem.use(() => sleep(7));
+        yield* all([hold, hold, hold]);
+        yield* all([() => limiter.take(), () => limiter.take()]);
+        // A flush that swallows every cancellation: cut at the budget, then abandoned.
+        const stubborn = yield* spawn(function* owner() {
+          try {
+            yield* suspend();
+          } finally {
+            yield* shield(function* flush() {
+              for (;;) {
+                try {
+                  yield* sleep(30);
+                } catch {}
+              }
+            });
+          }
+        });
+        yield* sleep(1);
+        yield* stubborn.cancel();
+      },
+      { clock: createVirtualClock(), cleanupBudgetMs: 50 },
+    );
+    const m = await metricPoints();
+    // Two queued behind the first holder; the gauge's last reading is after the last acquire.
+    expect(m.get("keel.semaphore.waiters")).toEqual([
+      { attributes: { "keel.semaphore.name": "db" }, value: 0 },
+    ]);
+    expect(m.get("keel.semaphore.wait.duration")![0]).toMatchObject({ value: { count: 2, sum: 7 + 14 } });
+    expect(m.get("keel.limiter.waiters")).toEqual([{ attributes: { "keel.limiter.name": "api" }, value: 0 }]);
+    expect(m.get("keel.limiter.wait.duration")![0]).toMatchObject({
+      attributes: { "keel.limiter.name": "api" },
+      value: { count: 1, sum: 100 },
+    });
+    const sum = (name: string) => (m.get(name) ?? []).reduce((a, p) => a + (p.value as number), 0);
+    expect(sum("keel.cleanup.abandonments")).toBe(1);
+    expect(sum("keel.tasks.live")).toBe(0);
+  });
+
   it("records a failed task's error with status, and nothing once stopped", async () => {
     await run(function* failing() {
       throw new Error("boom");
     }).catch(() => {});
-    const failed = byName(exporter.getFinishedSpans(), "failing")[0]!;
+    const failed = byName(otel.spans(), "failing")[0]!;
     expect(failed.status).toEqual({ code: 2, message: "boom" });
     expect(failed.events.map((e) => e.name)).toEqual(["exception"]);
-    stop();
-    exporter.reset();
+    otel.stop();
+    otel.exporter.reset();
     await run(function* quiet() {
       yield* sleep(1);
     });
-    expect(exporter.getFinishedSpans()).toEqual([]);
+    expect(otel.spans()).toEqual([]);
     expect(trace.getActiveSpan()).toBeUndefined();
   });
 

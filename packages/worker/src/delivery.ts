@@ -41,6 +41,8 @@ export function* deliver<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, v
     jobId: job.id,
     attempt: job.attempt,
     transition: "start",
+    attempts,
+    deadlineLeftMs: Math.max(0, until - startedAt),
   });
   const view = jobView(pool, d, attempts);
   const inner: Task<Outcome> = yield* spawn(

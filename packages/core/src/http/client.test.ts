@@ -525,6 +525,7 @@ describe("createHttpClient: a request in the task tree and the event stream", ()
       "http:connect@0",
       "http:timeout headers 300@300",
       "http:error@300",
+      "retry:start@300",
       "retry:attempt 1@300",
       "http:request@300",
       "http:connect@300",
@@ -540,6 +541,7 @@ describe("createHttpClient: a request in the task tree and the event stream", ()
       "http:headers 200@400",
       "http:body@400",
       "retry:success@400",
+      "retry:end@400",
     ]);
     // The phase limit reports what its timeout scope would (semantics §9), owned by that phase.
     const fired = h.eventsOf("timeout:fire");

@@ -190,7 +190,7 @@ function* attempt(
   const startedAt = clock.now();
   // Per-phase events are built only for a listener: this is every request's path.
   const listening = task.runtime.listening;
-  if (listening) emitRequest(task, ex);
+  if (listening) emitRequest(task, ex, totalDeadline);
   let handedOver = false;
   try {
     ex.start();
@@ -269,8 +269,9 @@ function* attempt(
  * Emits `http:request` with a `setHeader` that adds a header to this attempt (a trace context); it
  * works only inside the event's delivery, which comes before the request is dispatched.
  */
-function emitRequest(task: TaskImpl<unknown>, ex: Exchange): void {
-  const { method, href } = ex.plan;
+function emitRequest(task: TaskImpl<unknown>, ex: Exchange, totalDeadline: number): void {
+  const { method, href, clock } = ex.plan;
+  const deadlineLeftMs = Math.max(0, Math.min(task.effectiveDeadline(), totalDeadline) - clock.now());
   let open = true;
   const setHeader = (name: string, value: string): void => {
     if (typeof name !== "string" || typeof value !== "string")
@@ -285,7 +286,7 @@ function emitRequest(task: TaskImpl<unknown>, ex: Exchange): void {
       );
     ex.headersSent = { ...ex.headersSent, [name.toLowerCase()]: value };
   };
-  task.emit({ type: "http:request", method, url: href, setHeader });
+  task.emit({ type: "http:request", method, url: href, setHeader, deadlineLeftMs });
   open = false;
 }
 

@@ -30,7 +30,16 @@ interface Base {
  * ```
  */
 export type KeelEvent =
-  | (Base & { readonly type: "task:start"; readonly name: string; readonly parentId: number | null })
+  | (Base & {
+      readonly type: "task:start";
+      readonly name: string;
+      readonly parentId: number | null;
+      /**
+       * What was left of the deadline the task inherited, at its start (`Infinity` when none).
+       * Optional: reported once the kernel supplies it.
+       */
+      readonly deadlineLeftMs?: number;
+    })
   | (Base & {
       readonly type: "task:settle";
       readonly state: "completed" | "failed" | "cancelled";
@@ -49,6 +58,27 @@ export type KeelEvent =
       readonly deadline: number;
     })
   | (Base & { readonly type: "timeout:superseded"; readonly scope: ScopeInfo })
+  // A `timeout`/`timeoutAt` scope (and a retry's budget or per-attempt timeout) entered and left;
+  // the runtime's internal limits (HTTP phases, shields) report through their own events instead.
+  | (Base & {
+      readonly type: "timeout:start";
+      readonly scope: ScopeInfo;
+      readonly timeoutMs: number;
+      readonly deadline: number;
+      /** What is left of the effective deadline inside the scope (its own or an earlier one). */
+      readonly deadlineLeftMs: number;
+    })
+  | (Base & {
+      readonly type: "timeout:end";
+      readonly scope: ScopeInfo;
+      /** Its timer fired and asked its region to stop. */
+      readonly fired: boolean;
+      /** `timed-out`: the scope threw its own `TimeoutError`. */
+      readonly outcome: "completed" | "timed-out" | "failed" | "cancelled";
+      readonly elapsedMs: number;
+      /** What the scope threw, for `timed-out` (its `TimeoutError`) and `failed`. */
+      readonly error?: unknown;
+    })
   | (Base & {
       readonly type: "cleanup:overrun";
       readonly budgetMs: number;
@@ -69,11 +99,23 @@ export type KeelEvent =
     })
   | (Base & { readonly type: "cancel:replaced"; readonly error: unknown; readonly reason: CancelReason })
   | (Base & {
+      readonly type: "retry:start";
+      readonly label: string;
+      /** The most attempts the policy allows. */
+      readonly attempts: number;
+      readonly budgetMs: number | null;
+      readonly perAttemptMs: number | null;
+      /** What is left of the deadline in force where the retry starts (`Infinity` when none). */
+      readonly deadlineLeftMs: number;
+    })
+  | (Base & {
       readonly type: "retry:attempt";
       readonly attempt: number;
       /** The most attempts the policy allows (N in "attempt k of N"). */
       readonly attempts: number;
       readonly label: string;
+      /** What is left of the deadline in force as the attempt starts (`Infinity` when none). */
+      readonly deadlineLeftMs: number;
     })
   | (Base & { readonly type: "retry:success"; readonly attempt: number; readonly label: string })
   | (Base & {
@@ -91,6 +133,16 @@ export type KeelEvent =
       readonly error: unknown;
     })
   | (Base & {
+      readonly type: "retry:end";
+      readonly label: string;
+      /** Attempts started. */
+      readonly attempt: number;
+      /** `failed`: an error that was not retried (or a policy callback's own) ended it. */
+      readonly outcome: "success" | "giveup" | "failed" | "cancelled";
+      /** What it threw, unless it succeeded. */
+      readonly error?: unknown;
+    })
+  | (Base & {
       readonly type: "retry:unreachable";
       readonly perAttemptMs: number;
       readonly availableMs: number;
@@ -101,6 +153,8 @@ export type KeelEvent =
       readonly type: "http:request";
       readonly method: string;
       readonly url: string;
+      /** What is left of the deadline the attempt runs under, its total included (`Infinity` when none). */
+      readonly deadlineLeftMs: number;
       /**
        * Adds a header to this attempt (`traceparent`); callable only while the event is delivered,
        * which is before the request is sent (as undici's `undici:request:create` `addHeader`).
@@ -180,6 +234,10 @@ export type KeelEvent =
       readonly jobId: string;
       readonly attempt: number;
       readonly transition: "start" | "complete" | "retry" | "dead-letter" | "release";
+      /** For `start`: the most attempts the job may have (N in "attempt k of N"). */
+      readonly attempts?: number;
+      /** For `start`: what is left of the attempt's deadline (the job's, or the worker's `timeoutMs`). */
+      readonly deadlineLeftMs?: number;
       /** For `dead-letter`: `expired`, `exhausted` or `rejected`; for `retry`: `error` or `stalled`. */
       readonly reason?: string;
       readonly delayMs?: number;
@@ -215,7 +273,7 @@ export type KeelEvent =
  * await run(function* () {
  *   try { yield* timeout(10, sleep(100)); } catch {}
  * }, { clock: createVirtualClock(), onEvent: (e) => counts.set(e.type, (counts.get(e.type) ?? 0) + 1) });
- * // { "task:start": 1, "timeout:fire": 1, "cancel:request": 1, "task:settle": 1 }
+ * // { "task:start": 1, "timeout:start": 1, "timeout:fire": 1, "cancel:request": 1, "timeout:end": 1, "task:settle": 1 }
  * console.log(Object.fromEntries(counts));
  * ```
  */

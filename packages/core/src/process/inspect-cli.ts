@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
- * `keel-inspect <pid> [--json]`: prints the task tree of a process started with
+ * `keel-inspect <pid> [--json]`: prints the task trees of a process started with
  * `main(op, { inspect: true })` (or with `KEEL_INSPECT=1` in its environment), asked over its local
- * socket. Exit code 2 when no such process listens.
+ * socket: every live root, `main`'s first, then each `run()` root; with `--json`, an array of their
+ * snapshots in that order. Exit code 2 when no such process listens.
  * @module
  */
 import { connect } from "node:net";

@@ -3,9 +3,11 @@
  * `main(op, { inspect: true })` answers with its task tree.
  *
  * Protocol: the client writes one line, `text` or `json`, and reads until the server closes: the
- * formatted tree, or the snapshot as JSON (`Infinity` deadlines as null).
+ * formatted tree of every live root of the process (`main`'s first, then each `run()` root, oldest
+ * first), or their snapshots as one JSON array in that order (`Infinity` deadlines as null).
  * @module
  */
+import { otherLiveRoots } from "../kernel/roots.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { formatTaskTree } from "../observe/format-tree.js";
 import { snapshot } from "../observe/snapshot.js";
@@ -32,8 +34,13 @@ export async function openInspectSocket(task: TaskImpl<unknown>): Promise<() => 
     socket.on("data", (chunk: string) => {
       asked += chunk;
       if (!asked.includes("\n")) return;
-      const s = snapshot(task);
-      socket.end(asked.startsWith("json") ? `${JSON.stringify(s)}\n` : `${formatTaskTree(s)}\n`);
+      // Read at each question: roots come and go while the process runs.
+      const roots = [task, ...otherLiveRoots(task)].map((root) => snapshot(root));
+      socket.end(
+        asked.startsWith("json")
+          ? `${JSON.stringify(roots)}\n`
+          : `${roots.map((s) => formatTaskTree(s)).join("\n")}\n`,
+      );
     });
   });
   // Never what keeps the process alive.

@@ -61,9 +61,9 @@ export interface MainOptions {
    */
   blockedStepMs?: number;
   /**
-   * Answers `keel-inspect <pid>` with the live task tree, over a unix socket in the temporary
-   * directory named by the pid (mode 0600, removed at exit). Also on with `KEEL_INSPECT=1` in the
-   * environment. Not on Windows.
+   * Answers `keel-inspect <pid>` with the live task trees (this root's, then every `run()` root's),
+   * over a unix socket in the temporary directory named by the pid (mode 0600, removed at exit).
+   * Also on with `KEEL_INSPECT=1` in the environment. Not on Windows.
    */
   inspect?: boolean;
 }

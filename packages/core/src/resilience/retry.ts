@@ -195,9 +195,48 @@ export function checkRetryPolicy(open: string, policy: unknown): asserts policy 
 }
 
 function* runRetry<T>(config: RetryConfig<T>): Generator<unknown, T, unknown> {
-  const { op, label, attempts, budgetMs, perAttemptMs, backoff, retryOn, policy } = config;
-  const task = yield* currentTask(label);
+  const task = yield* currentTask(config.label);
   task.checkpoint();
+  const counter: Counter = { started: 0, gaveUp: false };
+  // Decided once, at entry: a retry reports both its start and its end, or neither.
+  if (!task.runtime.listening) return yield* retryIn(task, config, counter);
+  const { label, attempts, budgetMs, perAttemptMs } = config;
+  task.emit({
+    type: "retry:start",
+    label,
+    attempts,
+    budgetMs: budgetMs ?? null,
+    perAttemptMs: perAttemptMs ?? null,
+    deadlineLeftMs: leftMs(task),
+  });
+  try {
+    const value = yield* retryIn(task, config, counter);
+    task.emit({ type: "retry:end", label, attempt: counter.started, outcome: "success" });
+    return value;
+  } catch (error) {
+    const outcome = isCancelled(error) ? "cancelled" : counter.gaveUp ? "giveup" : "failed";
+    task.emit({ type: "retry:end", label, attempt: counter.started, outcome, error });
+    throw error;
+  }
+}
+
+/** Attempts started, and whether the loop gave up (a `retry:giveup`), for `retry:end`. */
+interface Counter {
+  started: number;
+  gaveUp: boolean;
+}
+
+/** What is left of the deadline in force where `task` runs now (`Infinity` when none). */
+function leftMs(task: TaskImpl<unknown>): number {
+  return Math.max(0, task.effectiveDeadline() - task.clock.now());
+}
+
+function* retryIn<T>(
+  task: TaskImpl<unknown>,
+  config: RetryConfig<T>,
+  counter: Counter,
+): Generator<unknown, T, unknown> {
+  const { op, label, attempts, budgetMs, perAttemptMs, backoff, retryOn, policy } = config;
   const startedAt = task.clock.now();
   const outerDeadline = task.effectiveDeadline();
   const budgetDeadline = budgetMs === undefined ? Infinity : startedAt + budgetMs;
@@ -205,7 +244,6 @@ function* runRetry<T>(config: RetryConfig<T>): Generator<unknown, T, unknown> {
   // Only a loop with its own timeouts needs to recognise their errors.
   const ownTimeouts =
     budgetMs !== undefined || perAttemptMs !== undefined ? new WeakSet<object>() : NO_TIMEOUTS;
-  const counter = { started: 0 };
   const loop = attemptLoop<T>({
     counter,
     task,
@@ -226,12 +264,14 @@ function* runRetry<T>(config: RetryConfig<T>): Generator<unknown, T, unknown> {
   try {
     return yield* timeoutScope(loop, `${label} budget ${budgetMs} ms`, (t) => t + budgetMs, {
       own: ownTimeouts,
+      report: true,
     });
   } catch (e) {
     if (!ownTimeouts.has(e as object) || !isTimeoutError(e) || e.label !== `${label} budget ${budgetMs} ms`)
       throw e;
     // The budget can only run out during an attempt (no sleep may cross it), so that attempt,
     // cut by the budget, counts, and the budget's own TimeoutError is the cause.
+    counter.gaveUp = true;
     throw giveUp(task, label, "budget", history, e, startedAt, null, counter.started);
   }
 }
@@ -249,7 +289,7 @@ interface RetryConfig<T> {
 }
 
 interface LoopInit<T> {
-  counter: { started: number };
+  counter: Counter;
   task: TaskImpl<unknown>;
   op: Op<T>;
   label: string;
@@ -305,7 +345,8 @@ function* runAttempts<T>(init: LoopInit<T>): Generator<unknown, T, unknown> {
   for (let attempt = 1; ; attempt++) {
     const attemptStart = clock.now();
     init.counter.started = attempt;
-    if (task.runtime.listening) task.emit({ type: "retry:attempt", attempt, attempts, label });
+    if (task.runtime.listening)
+      task.emit({ type: "retry:attempt", attempt, attempts, label, deadlineLeftMs: leftMs(task) });
     let error: unknown;
     if (perAttemptMs === undefined) {
       const o = yield* attemptScope(task, op, scopeLabel);
@@ -317,7 +358,7 @@ function* runAttempts<T>(init: LoopInit<T>): Generator<unknown, T, unknown> {
           op,
           `${label} attempt ${attempt}`,
           (t) => Math.min(t + perAttemptMs, task.effectiveDeadline()),
-          { own: ownTimeouts },
+          { own: ownTimeouts, report: true },
         );
         return succeeded(task, attempt, label, value);
       } catch (e) {
@@ -341,11 +382,15 @@ function* runAttempts<T>(init: LoopInit<T>): Generator<unknown, T, unknown> {
     history.push(record);
     // Layers must not multiply: an inner retry's exhaustion is final, whatever retryOn says.
     if (isRetryExhaustedError(error) || !retryOn(error, info)) {
+      init.counter.gaveUp = true;
       if (task.runtime.listening)
         task.emit({ type: "retry:giveup", attempt, reason: "not-retryable", delayMs: null, error });
       throw error;
     }
-    if (attempt >= attempts) throw giveUp(task, label, "attempts", history, error, init.startedAt, null);
+    if (attempt >= attempts) {
+      init.counter.gaveUp = true;
+      throw giveUp(task, label, "attempts", history, error, init.startedAt, null);
+    }
     const retryAfterMs = (error as { retryAfterMs?: unknown } | null)?.retryAfterMs;
     let delayMs: number;
     let delayReason: "backoff" | "retry-after";
@@ -362,6 +407,7 @@ function* runAttempts<T>(init: LoopInit<T>): Generator<unknown, T, unknown> {
     if (now + delayMs >= deadlineNow) {
       // Starting this sleep could only end in a timeout: give up now, with the history.
       const reason: GiveUpReason = init.budgetDeadline <= init.outerDeadline ? "budget" : "deadline";
+      init.counter.gaveUp = true;
       throw giveUp(task, label, reason, history, error, init.startedAt, delayMs);
     }
     record.delayMs = delayMs;

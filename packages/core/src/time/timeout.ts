@@ -4,6 +4,7 @@
  */
 import { checkDurationMs, invalidRange, invalidType, TimeoutError } from "../errors.js";
 import { BoundOp4 } from "../kernel/bound-op.js";
+import { isCancelled } from "../kernel/cancelled.js";
 import type { Clock } from "../kernel/clock.js";
 import { currentTask, delegate } from "../kernel/current.js";
 import { exitFrame } from "../kernel/frame-exit.js";
@@ -38,8 +39,11 @@ import { CLOCK_KEY } from "../kernel/task.js";
 export function timeout<T>(ms: number, op: Op<T>, options?: TimeoutOptions): Operation<T> {
   checkDurationMs("timeout(ms)", ms);
   checkOp("timeout(ms, op)", op);
-  return timeoutScope(op, scopeLabel("timeout", ms, options), (t) => t + ms);
+  return timeoutScope(op, scopeLabel("timeout", ms, options), (t) => t + ms, REPORTED);
 }
+
+/** The public scopes report their start and end (`timeout:start`, `timeout:end`). */
+const REPORTED: TimeoutExtra = { report: true };
 
 /**
  * What a `timeout` or `timeoutAt` scope is called.
@@ -102,7 +106,7 @@ export function timeoutAt<T>(at: number, op: Op<T>, options?: TimeoutOptions): O
   if (typeof at !== "number" || Number.isNaN(at))
     throw invalidRange("timeoutAt(at)", "a number (an instant on the runtime's clock)", at);
   checkOp("timeoutAt(at, op)", op);
-  return timeoutScope(op, scopeLabel("timeoutAt", at, options), () => at);
+  return timeoutScope(op, scopeLabel("timeoutAt", at, options), () => at, REPORTED);
 }
 
 /**
@@ -124,6 +128,12 @@ export interface TimeoutExtra {
   own?: WeakSet<object>;
   /** Makes the scope's error (a `TimeoutError` subclass for a phase, say). */
   make?: (init: { timeoutMs: number; deadline: number; elapsedMs: number; label: string }) => TimeoutError;
+  /**
+   * Emits `timeout:start` and `timeout:end` for a listener: the public scopes and a retry's. Internal
+   * limits with events of their own (HTTP phases, shields, a body read's idle limit) leave it off,
+   * so a trace shows the scopes a user wrote, not one per chunk read.
+   */
+  report?: boolean;
 }
 
 function* inTimeout<T>(
@@ -132,28 +142,39 @@ function* inTimeout<T>(
   deadlineFrom: (t: number) => number,
   extra: TimeoutExtra,
 ): Generator<unknown, T, unknown> {
-  const { code, own, make } = extra;
+  const { code, own, make, report } = extra;
   const task = yield* currentTask(label);
   task.checkpoint();
   const clock = task.top.contexts[CLOCK_KEY] as Clock;
   const enteredAt = clock.now();
   const deadline = deadlineFrom(enteredAt);
   const timeoutMs = Math.max(0, deadline - enteredAt);
+  // The error this scope made, if it made one: `timeout:end` tells it from an error of the body's.
+  let ownError: TimeoutError | null = null;
+  let fired = false;
   const makeError = () => {
     const init = { timeoutMs, deadline, elapsedMs: clock.now() - enteredAt, label };
     const e = make ? make(init) : new TimeoutError({ ...init, ...(code ? { code } : {}) });
     own?.add(e);
+    ownError = e;
     return e;
   };
   // A spent budget starts nothing: the deadline is inclusive, so `at === now` is already spent.
   if (deadline <= enteredAt) throw makeError();
   const frame = task.pushFrame("timeout", label, deadline);
+  // Decided once, at entry: a scope reports both its start and its end, or neither.
+  const reporting = report === true && task.runtime.listening;
+  if (reporting) {
+    const deadlineLeftMs = Math.max(0, frame.deadline - enteredAt);
+    task.emit({ type: "timeout:start", scope: frame.info, timeoutMs, deadline, deadlineLeftMs });
+  }
   if (deadline !== Infinity) {
     // Registered on entry, so it fires before resumptions due at the same instant. The frame
     // holds the cancel itself (its exit, or an abandonment, runs it): no cleanup closure.
     frame.own = clock.schedule(deadline, () => {
       frame.own = null;
       if (frame.closed || frame.bodySettled || frame.request) return;
+      fired = true;
       task.emit({ type: "timeout:fire", scope: frame.info, timeoutMs, deadline });
       task.request(
         frame,
@@ -174,5 +195,25 @@ function* inTimeout<T>(
     outcome = { ok: false, error };
   }
   frame.releaseOwn();
-  return yield* exitFrame(task, frame, outcome, makeError);
+  if (!reporting) return yield* exitFrame(task, frame, outcome, makeError);
+  const scope = frame.info;
+  try {
+    const value = yield* exitFrame(task, frame, outcome, makeError);
+    task.emit({
+      type: "timeout:end",
+      scope,
+      fired,
+      outcome: "completed",
+      elapsedMs: clock.now() - enteredAt,
+    });
+    return value;
+  } catch (error) {
+    const elapsedMs = clock.now() - enteredAt;
+    if (isCancelled(error)) task.emit({ type: "timeout:end", scope, fired, outcome: "cancelled", elapsedMs });
+    else {
+      const result = error === ownError ? "timed-out" : "failed";
+      task.emit({ type: "timeout:end", scope, fired, outcome: result, elapsedMs, error });
+    }
+    throw error;
+  }
 }

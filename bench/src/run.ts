@@ -352,7 +352,9 @@ function main(): void {
     ...footnotes(rows, peers, runs[0]!).map((x) => `${x.mark} ${peerNames[x.peer]}, ${x.id}: ${x.text}.`),
   ];
   const summary = ratiosTable(rows, runs);
-  console.log(`\n${legend.join("\n")}\n\nKeel / effect 4, run by run:\n${summary.join("\n")}\ntotal ${totalS} s`);
+  console.log(
+    `\n${legend.join("\n")}\n\nKeel / effect 4, run by run:\n${summary.join("\n")}\ntotal ${totalS} s`,
+  );
   if (!full) {
     console.log("\n(filtered run: bench/results.md left unchanged)");
     return;

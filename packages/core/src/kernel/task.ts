@@ -244,7 +244,12 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     if (init.parent === null) this.runtime.rootId = this.id;
     // Task starts and settles are the hot path: build their events only for a listener.
     if (this.runtime.listening)
-      this.emit({ type: "task:start", name: this.name, parentId: this.parent?.id ?? null });
+      this.emit({
+        type: "task:start",
+        name: this.name,
+        parentId: this.parent?.id ?? null,
+        deadlineLeftMs: Math.max(0, init.deadline - this.startedAt),
+      });
   }
 
   protected get rootContextValues(): ContextValues {

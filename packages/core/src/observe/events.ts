@@ -34,11 +34,8 @@ export type KeelEvent =
       readonly type: "task:start";
       readonly name: string;
       readonly parentId: number | null;
-      /**
-       * What was left of the deadline the task inherited, at its start (`Infinity` when none).
-       * Optional: reported once the kernel supplies it.
-       */
-      readonly deadlineLeftMs?: number;
+      /** What was left of the deadline the task inherited, at its start (`Infinity` when none). */
+      readonly deadlineLeftMs: number;
     })
   | (Base & {
       readonly type: "task:settle";

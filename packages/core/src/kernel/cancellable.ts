@@ -292,10 +292,20 @@ export abstract class CancellableTask {
     }
     this.lastUnwinding = u;
     this.delivered = true;
-    // Most cleanups finish within the drain that delivered them: arm the budget timer only for an
-    // unwinding still going once the drain is over (it is due at the same instant either way).
-    armAfterDrain(this);
+    // No budget timer yet: most cleanups finish in the step that delivered them, without
+    // suspending. See `cleanupWaits`, which arms it once a cleanup does wait.
     return u.cancelled;
+  }
+
+  /**
+   * The task suspends: if a cleanup is in progress without its budget timer, the timer is armed
+   * once the current drain is over, for the unwindings still in progress then (it is due at the
+   * same instant either way; a cleanup that waits only for a step of this drain never needs one).
+   * A cleanup that never suspends needs no timer: nothing but a step of its own could cut it.
+   */
+  protected cleanupWaits(): void {
+    const u = this.lastUnwinding;
+    if (u !== null && u.cancelTimer === null && u.hardCancelled === null) armAfterDrain(this);
   }
 
   /** The oldest unwinding in progress, or null. */

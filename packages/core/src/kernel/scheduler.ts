@@ -30,8 +30,12 @@ let head = 0;
 let tail = 0;
 let draining = false;
 let scheduled = false;
-/** Beyond this, the array is given back after a drain (a burst of 100k must not pin 800 KB). */
-const KEEP_SLOTS = 4096;
+/**
+ * Beyond this, the array is given back after a drain (a burst of 100k must not pin 800 KB). Below
+ * it, the array keeps its capacity: cancelling 10k tasks queues 10k steps in one drain, and regrowing
+ * the array from empty for every such burst is garbage the collector then has to deal with.
+ */
+const KEEP_SLOTS = 1 << 15;
 
 /** Runs `fn` on the current drain, or on a new one started as a microtask. */
 export function enqueue(fn: (() => void) | Runnable): void {

@@ -515,6 +515,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   private suspend(s: Suspension): void {
     const cur = new Waiting(this, s, stampNow(this.clock));
     this.current = cur;
+    if (this.lastUnwinding !== null) this.cleanupWaits();
     try {
       cur.teardown = s.enterWith ? s.enterWith(cur) : s.enter((o) => cur.resolve(o));
     } catch (error) {

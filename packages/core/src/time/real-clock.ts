@@ -35,6 +35,9 @@ interface Timer {
  * console.log(clock.now() - started >= 20); // true
  * ```
  */
+/** Idle ticks (about 1 ms each) after which the coarse reading's interval stops. */
+const IDLE_TICKS = 200;
+
 export function createRealClock(): Clock {
   const origin = performance.timeOrigin;
   const now = () => origin + performance.now();
@@ -49,16 +52,21 @@ export function createRealClock(): Clock {
   let held = false;
 
   // The coarse reading for stamps (COARSE_NOW): one host read serves every stamp until the next
-  // tick of an unref'd 1 ms interval, which runs only while stamps are being asked for (it stops at
-  // the first tick that finds none asked since the last). Invariant: `coarseFresh` is true only
-  // if `coarse` was read after the last tick.
+  // tick of an unref'd 1 ms interval, which runs only while stamps are being asked for: it stops
+  // after `IDLE_TICKS` ticks in a row found none asked. Why not at the first: a program that works
+  // in bursts would make a new interval per burst, and V8 throws away the optimized code of every
+  // kernel function that inlined the start of the last one when that interval's timer list is
+  // collected (measured: the kernel reached its optimized speed two bursts later than it does now).
+  // Invariant: `coarseFresh` is true only if `coarse` was read after the last tick.
   let coarse = 0;
   let coarseFresh = false;
   let askedSinceTick = false;
+  let idleTicks = 0;
   let ticker: ReturnType<typeof setInterval> | null = null;
   const tick = () => {
     coarseFresh = false;
-    if (!askedSinceTick && ticker !== null) {
+    if (askedSinceTick) idleTicks = 0;
+    else if (++idleTicks >= IDLE_TICKS && ticker !== null) {
       clearInterval(ticker);
       ticker = null;
     }
@@ -70,6 +78,7 @@ export function createRealClock(): Clock {
     coarse = now();
     coarseFresh = true;
     if (ticker === null) {
+      idleTicks = 0;
       ticker = setInterval(tick, 1);
       ticker.unref();
     }

@@ -39,8 +39,16 @@ interface Plan {
 }
 
 const DEFAULT_REPS = 5;
-/** Warm-up samples per process: Keel's kernel and effect's runtime are optimized by the third. */
-const WARMUP = 2;
+/**
+ * Warm-up samples per process, before the measured one. Five, because that is when both Keel's
+ * kernel and effect's runtime have settled in every row: with two, the third sample of the cancel
+ * row still runs partly in V8's baseline tiers (Keel's per-sample times in one process: 52, 48, 29,
+ * 9, 10 ms; effect's: 117, 61, 38, 61, 13 ms), so it measured when each compiler thread got to each
+ * function, not the runtime. `--warmup=2` measures that cold state; see bench/README.md.
+ */
+const DEFAULT_WARMUP = 5;
+/** The heap row's figure does not depend on compiled code, and its samples are slow: two warm-ups. */
+const HEAP_WARMUP = 2;
 
 /**
  * Caps that keep the whole run near four minutes. effection needs ~13 s for one spawn+join sample
@@ -49,12 +57,13 @@ const WARMUP = 2;
  * registering 100k listeners on one signal takes over a minute; plain async measures its heap per
  * task with 10k tasks (the figure is per task, and the same at 10k and 20k).
  *
- * Every other pair runs `reps` rounds of one process each, with `WARMUP` warm-ups and one measured
+ * Every other pair runs `reps` rounds of one process each, with `warmup` warm-ups and one measured
  * sample, and the peers take turns round by round: the machine is shared, and its speed drifts by
  * 30-60 % over a minute, so a peer measured in one block of time would carry that drift into the
  * ratio. Interleaved, every peer's median comes from the same stretch of time.
  */
-function planFor(peer: PeerId, id: ScenarioId, reps: number): Plan {
+function planFor(peer: PeerId, id: ScenarioId, reps: number, warmupCount: number): Plan {
+  const warmup = id === "heap" ? Math.min(HEAP_WARMUP, warmupCount) : warmupCount;
   if (peer === "effection" && (id === "spawn-join" || id === "spawn-join-shared" || id === "heap")) {
     return { rounds: 1, reps: 1, warmup: 0, cap: "1 sample, no warm-up (one sample takes 13-25 s)" };
   }
@@ -62,12 +71,12 @@ function planFor(peer: PeerId, id: ScenarioId, reps: number): Plan {
     return {
       rounds: reps,
       reps: 1,
-      warmup: WARMUP,
+      warmup,
       n: 10_000,
       cap: "10k tasks, not 100k: Node 20's addEventListener is linear in the listeners already on the signal",
     };
   }
-  return { rounds: reps, reps: 1, warmup: WARMUP };
+  return { rounds: reps, reps: 1, warmup };
 }
 
 interface Cell {
@@ -106,8 +115,8 @@ function runChild(peer: PeerId, s: Scenario, plan: Plan): number[] {
 }
 
 /** Every peer's cells for `s`, the peers taking turns round by round (see `planFor`). */
-function measureRow(s: Scenario, peers: readonly PeerId[], reps: number): Map<PeerId, Cell> {
-  const plans = new Map(peers.map((p) => [p, planFor(p, s.id, reps)] as const));
+function measureRow(s: Scenario, peers: readonly PeerId[], reps: number, warmup: number): Map<PeerId, Cell> {
+  const plans = new Map(peers.map((p) => [p, planFor(p, s.id, reps, warmup)] as const));
   const measured = interleave(
     peers,
     (p) => plans.get(p)!.rounds,
@@ -249,6 +258,7 @@ interface Args {
   scenarios?: string[];
   reps?: number;
   runs?: number;
+  warmup?: number;
 }
 
 function parseArgs(argv: readonly string[]): Args {
@@ -259,10 +269,16 @@ function parseArgs(argv: readonly string[]): Args {
     else if (k === "scenarios") out.scenarios = v.split(",");
     else if (k === "reps") out.reps = Number(v);
     else if (k === "runs") out.runs = Number(v);
-    else throw new Error(`bench: unknown option ${a} (known: --peers=, --scenarios=, --reps=, --runs=)`);
+    else if (k === "warmup") out.warmup = Number(v);
+    else
+      throw new Error(
+        `bench: unknown option ${a} (known: --peers=, --scenarios=, --reps=, --runs=, --warmup=)`,
+      );
   }
   if (out.runs !== undefined && !(Number.isInteger(out.runs) && out.runs >= 1))
     throw new Error(`bench: --runs must be a whole number ≥ 1, got ${out.runs}`);
+  if (out.warmup !== undefined && !(Number.isInteger(out.warmup) && out.warmup >= 0))
+    throw new Error(`bench: --warmup must be a whole number ≥ 0, got ${out.warmup}`);
   return out;
 }
 
@@ -304,7 +320,12 @@ function main(): void {
   const rows = scenarios.filter((s) => !args.scenarios || args.scenarios.includes(s.id));
   const reps = args.reps ?? DEFAULT_REPS;
   const runCount = args.runs ?? 1;
-  const full = peers.length === peerIds.length && rows.length === scenarios.length && reps === DEFAULT_REPS;
+  const warmup = args.warmup ?? DEFAULT_WARMUP;
+  const full =
+    peers.length === peerIds.length &&
+    rows.length === scenarios.length &&
+    reps === DEFAULT_REPS &&
+    warmup === DEFAULT_WARMUP;
   const t0 = performance.now();
   const runs: Results[] = [];
   const sections: string[] = [];
@@ -315,7 +336,7 @@ function main(): void {
     if (runCount > 1) console.error(`\n# run ${k + 1} of ${runCount}`);
     for (const s of rows) {
       console.error(`${s.title}:`);
-      results.set(s.id, measureRow(s, peers, reps));
+      results.set(s.id, measureRow(s, peers, reps, warmup));
     }
     runs.push(results);
     const runS = ((performance.now() - started) / 1000).toFixed(0);
@@ -345,10 +366,11 @@ function main(): void {
   }
   const totalS = ((performance.now() - t0) / 1000).toFixed(0);
   const legend = [
-    `Medians of ${reps} samples, each from its own node process (--expose-gc) after ${WARMUP} warm-ups in`,
+    `Medians of ${reps} samples, each from its own node process (--expose-gc) after ${warmup} warm-ups in`,
     "that process; the libraries take turns sample by sample, so each median spans the same stretch of",
     "time. In parentheses: the peer's median divided by Keel's (below 1: the peer is faster or",
     "smaller). Times are wall-clock for the whole scenario; heap is heapUsed after gc, per task.",
+    `The heap row takes ${Math.min(HEAP_WARMUP, warmup)} warm-ups (its figure does not depend on compiled code).`,
     ...footnotes(rows, peers, runs[0]!).map((x) => `${x.mark} ${peerNames[x.peer]}, ${x.id}: ${x.text}.`),
   ];
   const summary = ratiosTable(rows, runs);

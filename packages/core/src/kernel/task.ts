@@ -4,7 +4,7 @@
  * Reading guide. A task drives one iterator. Each value it yields is an instruction: a request for
  * the current task (answered at once) or a {@link Suspension} (the task waits). Every resumption goes
  * through the run queue, and before a task resumes it asks {@link TaskImpl.takeDelivery} whether a
- * cancellation must be thrown instead. Cancellation requests are counted per task (`requests`);
+ * cancellation must be thrown instead. Cancellation requests are counted per task (`firstRequest`, a list);
  * each belongs to the frame that made it, or to the task's root frame when it came from outside.
  * @module
  */

@@ -13,6 +13,9 @@ interface Timer {
   fn: (() => void) | null;
 }
 
+/** Idle ticks (about 1 ms each) after which the coarse reading's interval stops. */
+const IDLE_TICKS = 200;
+
 /**
  * A clock on `performance.now()` (offset to the epoch, so instants read like `Date.now()` but never
  * step backwards). Timers live in one heap behind a single host timer, so every timer due at one
@@ -35,9 +38,6 @@ interface Timer {
  * console.log(clock.now() - started >= 20); // true
  * ```
  */
-/** Idle ticks (about 1 ms each) after which the coarse reading's interval stops. */
-const IDLE_TICKS = 200;
-
 export function createRealClock(): Clock {
   const origin = performance.timeOrigin;
   const now = () => origin + performance.now();

@@ -13,27 +13,47 @@ import {
   spawn,
   type Task,
   timeoutAt,
-  withCleanupBudget,
 } from "@keel/core";
 import { invalidType } from "./checks.js";
 import type { DeadLetterReason, EngineJob, JobAttempt } from "./engine.js";
 import { JobCancelledError, JobExpiredError, JobStalledError } from "./errors.js";
+import { Bound } from "./op.js";
 import type { Delivery, Pool } from "./pool.js";
 import type { Job } from "./worker.js";
 
-/** The delivery's body, run shielded from the worker's own cancellation (the shutdown cuts it explicitly). */
-export function* deliver<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, void, unknown> {
+/**
+ * The delivery's task: the handler under `min(job deadline, now + timeoutMs)`, then the one outcome.
+ * A cut (the shutdown's, the stall watchdog's, the engine's own cancellation) cancels this task
+ * while its handler runs: the outcome is then settled as the task unwinds, within the worker's
+ * cleanup budget (its slot's).
+ */
+export function* deliver<T>(
+  pool: Pool<T>,
+  d: Delivery<T>,
+  attempts: number,
+): Generator<unknown, void, unknown> {
   d.started = true;
+  try {
+    yield* run(pool, d, attempts);
+  } finally {
+    pool.end(d);
+  }
+}
+
+function* run<T>(pool: Pool<T>, d: Delivery<T>, attempts: number): Generator<unknown, void, unknown> {
   const { engine, config, clock } = pool;
   const job = d.job;
   const startedAt = clock.now();
+  if (d.cut === "released") {
+    // Cut by the shutdown before it began: put back, never run.
+    return yield* settle(pool, d, CUT, startedAt, startedAt, attempts);
+  }
   if (job.deadlineAt <= startedAt) {
     // A job already expired when taken is not run.
     const error = new JobExpiredError(engine.name, job.id, job.deadlineAt, startedAt);
     return yield* deadLetter(pool, job, "expired", error, job.history);
   }
   d.lastProgressAt = startedAt;
-  const attempts = job.attempts ?? config.attempts;
   const until = Math.min(job.deadlineAt, startedAt + config.timeoutMs);
   yield* emitEvent({
     type: "worker:job",
@@ -42,75 +62,95 @@ export function* deliver<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, v
     attempt: job.attempt,
     transition: "start",
   });
-  const view = jobView(pool, d, attempts);
-  const inner: Task<Outcome> = yield* spawn(
-    withCleanupBudget(config.cleanupBudgetMs, () => attempt(until, pool, view)),
-    { name: `${engine.name}/${job.id} attempt ${job.attempt}/${attempts}` },
-  );
-  d.inner = inner;
-  if (d.cut) inner.cancel(`${engine.name}/${job.id}: released at shutdown`);
-  const onAbort = () => {
-    d.cut ??= "cancelled";
-    const reason: unknown = job.signal?.reason;
-    d.cancelReason = typeof reason === "string" ? reason : "cancelJob";
-    inner.cancel(`${engine.name}/${job.id}: cancelled through the queue (${d.cancelReason})`);
-  };
-  if (job.signal?.aborted) onAbort();
-  else job.signal?.addEventListener("abort", onAbort, { once: true });
-  const watchdog =
-    config.stallMs === Infinity ? null : yield* spawn(watchStall(pool, d, inner), { name: "stall watchdog" });
-  let outcome: Outcome;
+  // From here a cut cancels this task: it is delivered in the handler (or at the watchdog's spawn).
+  d.running = true;
+  const onCancel =
+    engine.onCancel &&
+    ((reason: string) => {
+      d.cancelReason = reason;
+      cut(d, "cancelled", `${engine.name}/${job.id}: cancelled through the queue (${reason})`);
+    });
+  if (onCancel) engine.onCancel?.(job, onCancel);
+  let watchdog: Task<void> | null = null;
+  let outcome: Outcome = OK;
   try {
-    outcome = yield* inner;
+    if (config.stallMs !== Infinity)
+      watchdog = yield* spawn(new Bound(watchStall<T>, pool, d, undefined), { name: "stall watchdog" });
+    yield* attempt(pool, new JobView(pool, d, attempts), until);
   } catch (error) {
-    // Only a cut (the shutdown's or the watchdog's) ends the attempt cancelled.
-    outcome = { ok: false, error };
+    d.running = false;
+    if (onCancel) engine.onCancel?.(job, null);
+    if (!isCancelled(error)) outcome = { ok: false, error };
+    else {
+      // A cut settles its outcome while the task unwinds; a cancellation that is not a cut (the
+      // worker torn down without its shutdown) settles nothing: the engine still holds the job.
+      if (d.cut !== null) yield* settle(pool, d, { ok: false, error }, startedAt, until, attempts);
+      throw error;
+    }
   }
-  job.signal?.removeEventListener("abort", onAbort);
+  d.running = false;
+  if (onCancel) engine.onCancel?.(job, null);
   if (watchdog) yield* watchdog.cancel();
   yield* settle(pool, d, outcome, startedAt, until, attempts);
 }
 
-function jobView<T>(pool: Pool<T>, d: Delivery<T>, attempts: number): Job<T> {
-  const { id, data, attempt, deadlineAt } = d.job;
-  return {
-    id,
-    data,
-    attempt,
-    attempts,
-    deadline: deadlineAt,
-    queue: pool.engine.name,
-    progress(value: unknown): Operation<void> {
-      return {
-        *[Symbol.iterator]() {
-          d.lastProgressAt = pool.clock.now();
-          yield* pool.engine.progress(d.job, value);
-        },
-      };
-    },
-  };
+/** Cuts `d`'s handler, if it still runs: cancels the delivery's task, which settles as it unwinds. */
+export function cut<T>(d: Delivery<T>, why: "released" | "stalled" | "cancelled", message: string): void {
+  d.cut ??= why;
+  if (d.running) d.task?.cancel(message);
+}
+
+/** The job as its handler sees it. */
+class JobView<T> implements Job<T> {
+  readonly id: string;
+  readonly data: T;
+  readonly attempt: number;
+  readonly deadline: number;
+  readonly queue: string;
+  readonly #pool: Pool<T>;
+  readonly #delivery: Delivery<T>;
+
+  constructor(
+    pool: Pool<T>,
+    d: Delivery<T>,
+    readonly attempts: number,
+  ) {
+    this.id = d.job.id;
+    this.data = d.job.data;
+    this.attempt = d.job.attempt;
+    this.deadline = d.job.deadlineAt;
+    this.queue = pool.engine.name;
+    this.#pool = pool;
+    this.#delivery = d;
+  }
+
+  progress(value: unknown): Operation<void> {
+    return new Bound(reportProgress<T>, this.#pool, this.#delivery, value);
+  }
+}
+
+function* reportProgress<T>(
+  pool: Pool<T>,
+  d: Delivery<T>,
+  value: unknown,
+): Generator<unknown, void, unknown> {
+  d.lastProgressAt = pool.clock.now();
+  yield* pool.engine.progress(d.job, value);
 }
 
 type Outcome = { ok: true } | { ok: false; error: unknown };
+const OK: Outcome = { ok: true };
+const CUT: Outcome = { ok: false, error: undefined };
 
-/**
- * The handler's task: its error becomes its value, so that a failed attempt does not fail the
- * delivery's scope (a child's error fails its owner); a cancellation still ends it cancelled.
- */
-function* attempt<T>(until: number, pool: Pool<T>, job: Job<T>): Generator<unknown, Outcome, unknown> {
+/** The handler under the delivery's deadline. */
+function* attempt<T>(pool: Pool<T>, job: Job<T>, until: number): Generator<unknown, void, unknown> {
   // A job added with no deadline: only the worker's own `timeoutMs` bounds it (`warnNoDeadline`
   // says so, as for an HTTP call bounded only by the client's default total).
   if (job.deadline === Infinity) {
     const label = `${job.queue}/${job.id} attempt ${job.attempt}/${job.attempts}`;
     yield* emitEvent({ type: "deadline:missing", call: "job", label });
   }
-  try {
-    yield* timeoutAt(until, () => callHandler(pool, job));
-    return { ok: true };
-  } catch (error) {
-    if (isCancelled(error)) throw error;
-    return { ok: false, error };
-  }
+  yield* timeoutAt(until, new Bound(callHandler<T>, pool, job, undefined));
 }
 
 function* callHandler<T>(pool: Pool<T>, job: Job<T>): Generator<unknown, unknown, unknown> {
@@ -124,19 +164,14 @@ function* callHandler<T>(pool: Pool<T>, job: Job<T>): Generator<unknown, unknown
   return yield* op;
 }
 
-function* watchStall<T>(
-  pool: Pool<T>,
-  d: Delivery<T>,
-  inner: Task<unknown>,
-): Generator<unknown, void, unknown> {
+function* watchStall<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, void, unknown> {
   const { clock, config } = pool;
   for (;;) {
     const quietMs = clock.now() - d.lastProgressAt;
     if (quietMs >= config.stallMs) break;
     yield* sleep(config.stallMs - quietMs);
   }
-  d.cut ??= "stalled";
-  inner.cancel(`${pool.engine.name}/${d.job.id}: no progress for ${config.stallMs} ms`);
+  cut(d, "stalled", `${pool.engine.name}/${d.job.id}: no progress for ${config.stallMs} ms`);
 }
 
 function* settle<T>(
@@ -150,13 +185,20 @@ function* settle<T>(
   const { engine, config, clock, counters } = pool;
   const job = d.job;
   const endedAt = clock.now();
-  const base = { type: "worker:job", queue: engine.name, jobId: job.id, attempt: job.attempt } as const;
   if (outcome.ok) {
-    yield* engine.complete(job);
+    yield* engine.complete(job, pool.taking);
     counters.completed++;
     counters.recordDuration(endedAt - startedAt);
-    return yield* emitEvent({ ...base, transition: "complete", durationMs: endedAt - startedAt });
+    return yield* emitEvent({
+      type: "worker:job",
+      queue: engine.name,
+      jobId: job.id,
+      attempt: job.attempt,
+      transition: "complete",
+      durationMs: endedAt - startedAt,
+    });
   }
+  const base = { type: "worker:job", queue: engine.name, jobId: job.id, attempt: job.attempt } as const;
   if (d.cut === "released") {
     yield* engine.release(job);
     counters.released++;
@@ -209,7 +251,7 @@ function* deadLetter<T>(
   error: unknown,
   history: readonly JobAttempt[],
 ): Generator<unknown, void, unknown> {
-  yield* pool.engine.deadLetter(job, { reason, error, history });
+  yield* pool.engine.deadLetter(job, { reason, error, history }, pool.taking);
   pool.counters.deadLettered[reason]++;
   yield* emitEvent({
     type: "worker:job",

@@ -60,11 +60,6 @@ export interface EngineJob<T> {
   /** When the job was added, on the runtime's clock. */
   readonly addedAt: number;
   readonly history: readonly JobAttempt[];
-  /**
-   * Aborted when the engine's own cancellation asks to stop this delivery (BullMQ: the consumer's
-   * `cancelJob(id, reason)`); the reason is the signal's. Absent when the engine has none.
-   */
-  readonly signal?: AbortSignal;
 }
 
 /**
@@ -190,6 +185,9 @@ export interface EngineCounts {
  * - Each active job ends with exactly one of `complete`, `retry`, `deadLetter` or `release`. `retry`
  *   spends an attempt (the next delivery has `attempt + 1` and the record appended to `history`) and
  *   delays the job by `delayMs`; `release` puts it back at once with the same `attempt`.
+ * - `takingNext` on `complete` and `deadLetter` says the worker will take again in the slot this job
+ *   frees: the engine may fetch the next job in the same round trip (BullMQ does) and hand it to the
+ *   next `take`. A job fetched so and never taken is put back by `close`.
  * - `progress` stores the value (BullMQ: `job.updateProgress`); the worker also treats it as a
  *   heartbeat, so the engine need not.
  * - `close` is a worker saying it is done: the engine frees what it holds for consuming (BullMQ: the
@@ -220,7 +218,7 @@ export interface QueueEngine<T> {
   add(data: T, options: EngineAddOptions): Operation<AddResult>;
   /** Waits for the next due job and marks it active. */
   take(): Operation<EngineJob<T>>;
-  complete(job: EngineJob<T>): Operation<void>;
+  complete(job: EngineJob<T>, takingNext?: boolean): Operation<void>;
   /** Spends the attempt: records it in the job's history and redelivers it after `delayMs`. */
   retry(
     job: EngineJob<T>,
@@ -229,6 +227,7 @@ export interface QueueEngine<T> {
   deadLetter(
     job: EngineJob<T>,
     letter: { reason: DeadLetterReason; error: unknown; history: readonly JobAttempt[] },
+    takingNext?: boolean,
   ): Operation<void>;
   /** Puts the job back at once without spending its attempt (a shutdown's cut, a stop before start). */
   release(job: EngineJob<T>): Operation<void>;
@@ -238,4 +237,11 @@ export interface QueueEngine<T> {
   deadLetters(): Operation<readonly DeadLetter<T>[]>;
   /** The worker is done consuming (see the rules above). */
   close(): Operation<void>;
+  /**
+   * The engine's own cancellation of a job this process runs (BullMQ: the queue's
+   * `cancelJob(id, reason)`): the worker registers `cancel` when a delivery starts and `null` when
+   * it ends; the engine calls it at most once, at once if the cancellation came first. Absent from
+   * an engine that has no cancellation of its own.
+   */
+  onCancel?(job: EngineJob<T>, cancel: ((reason: string) => void) | null): void;
 }

@@ -4,7 +4,7 @@
  * @module
  */
 import { type Clock, type Operation, resource, useClock } from "@keel/core";
-import { ChangeSignal } from "./change-signal.js";
+import { ChangeSignal, WakeQueue } from "./change-signal.js";
 import { checkKeys, checkObject, checkWhole, invalidType } from "./checks.js";
 import type {
   AddResult,
@@ -18,6 +18,7 @@ import type {
 } from "./engine.js";
 import { QueueClosedError } from "./errors.js";
 import { MinHeap } from "./min-heap.js";
+import { Bound, Sync } from "./op.js";
 import { type Queue, queueOver } from "./queue.js";
 
 /**
@@ -113,6 +114,9 @@ class MemoryEngine<T> implements QueueEngine<T> {
   private readonly delayed = new MinHeap<Rec<T>>(byDue);
   private readonly dead: DeadLetter<T>[] = [];
   private readonly changes: ChangeSignal;
+  private readonly takers = new WakeQueue();
+  /** The timer that makes the first delayed job due (one for the queue, not one per taker). */
+  private delayTimer: { at: number; cancel: () => void } | null = null;
   private seq = 0;
   private autoId = 0;
   private active = 0;
@@ -128,15 +132,15 @@ class MemoryEngine<T> implements QueueEngine<T> {
   }
 
   add(data: T, options: EngineAddOptions): Operation<AddResult> {
-    const engine = this;
-    return {
-      *[Symbol.iterator]() {
-        while (!engine.closed && engine.jobs.size >= engine.capacity && !engine.jobs.has(options.id ?? ""))
-          yield* engine.changes.wait(`queue ${engine.name}: full (${engine.capacity})`);
-        if (engine.closed) throw new QueueClosedError(engine.name, "add");
-        return engine.insert(data, options);
-      },
-    };
+    return new Bound(addJob<T>, this, data, options);
+  }
+
+  /** Waits for room (at capacity), then adds. */
+  *addWhenRoom(data: T, options: EngineAddOptions): Generator<unknown, AddResult, unknown> {
+    while (!this.closed && this.jobs.size >= this.capacity && !this.jobs.has(options.id ?? ""))
+      yield* this.changes.wait(`queue ${this.name}: full (${this.capacity})`);
+    if (this.closed) throw new QueueClosedError(this.name, "add");
+    return this.insert(data, options);
   }
 
   private insert(data: T, options: EngineAddOptions): AddResult {
@@ -170,40 +174,64 @@ class MemoryEngine<T> implements QueueEngine<T> {
     if (rec.readyAt > this.clock.now()) {
       rec.state = "delayed";
       this.delayed.push(rec);
+      this.armDelay();
     } else {
       rec.state = "waiting";
       this.ready.push(rec);
+      this.takers.wakeOne();
     }
     this.changes.notify();
   }
 
-  take(): Operation<EngineJob<T>> {
-    const engine = this;
-    return {
-      *[Symbol.iterator]() {
-        for (;;) {
-          if (engine.closed) throw new QueueClosedError(engine.name, "take");
-          const rec = engine.next();
-          // Nothing suspends between taking the record and returning it: a cancelled take takes nothing.
-          if (rec) return engine.deliver(rec);
-          yield* engine.changes.wait(
-            `queue ${engine.name}: waiting for a job`,
-            engine.delayed.peek()?.readyAt,
-          );
-        }
-      },
+  private armDelay(): void {
+    const first = this.delayed.peek();
+    if (!first || this.closed || (this.delayTimer && this.delayTimer.at <= first.readyAt)) return;
+    this.delayTimer?.cancel();
+    const at = first.readyAt;
+    this.delayTimer = {
+      at,
+      cancel: this.clock.schedule(at, () => {
+        this.delayTimer = null;
+        this.promoteDue();
+        this.armDelay();
+      }),
     };
   }
 
-  private next(): Rec<T> | undefined {
+  /** Moves the delayed jobs now due to the ready ones, waking a taker for each. */
+  private promoteDue(): void {
     const at = this.clock.now();
+    let moved = false;
     for (let d = this.delayed.peek(); d && d.readyAt <= at; d = this.delayed.peek()) {
       this.delayed.pop();
       d.state = "waiting";
       d.seq = ++this.seq;
       this.ready.push(d);
+      this.takers.wakeOne();
+      moved = true;
     }
-    return this.ready.pop();
+    if (moved) this.changes.notify();
+  }
+
+  take(): Operation<EngineJob<T>> {
+    return new Bound(takeJob<T>, this, undefined, undefined);
+  }
+
+  *takeWhenDue(): Generator<unknown, EngineJob<T>, unknown> {
+    for (;;) {
+      if (this.closed) throw new QueueClosedError(this.name, "take");
+      this.promoteDue();
+      const rec = this.ready.pop();
+      // Nothing suspends between taking the record and returning it: a cancelled take takes nothing.
+      if (rec) return this.deliver(rec);
+      try {
+        yield* this.takers.wait(`queue ${this.name}: waiting for a job`);
+      } catch (e) {
+        // Woken for a job and cancelled before taking it: another taker gets the wake.
+        if (this.ready.size > 0) this.takers.wakeOne();
+        throw e;
+      }
+    }
   }
 
   private deliver(rec: Rec<T>): EngineJob<T> {
@@ -307,15 +335,19 @@ class MemoryEngine<T> implements QueueEngine<T> {
 
   closeNow(): void {
     this.closed = true;
+    this.delayTimer?.cancel();
+    this.delayTimer = null;
+    this.takers.wakeAll();
     this.changes.notify();
   }
 
   /** An operation that does its work at once: the memory engine never waits but to take or add. */
   private sync<R>(fn: () => R): Operation<R> {
-    return {
-      *[Symbol.iterator]() {
-        return fn();
-      },
-    };
+    return new Sync(call<R>, fn, undefined);
   }
 }
+
+const call = <R>(fn: () => R): R => fn();
+const addJob = <T>(engine: MemoryEngine<T>, data: T, options: EngineAddOptions) =>
+  engine.addWhenRoom(data, options);
+const takeJob = <T>(engine: MemoryEngine<T>) => engine.takeWhenDue();

@@ -6,6 +6,7 @@
 import { now, type Operation } from "@keel/core";
 import { checkKeys, checkMs, checkObject, checkWhole, invalidRange, invalidType } from "./checks.js";
 import type { AddResult, DeadLetter, EngineCounts, QueueEngine } from "./engine.js";
+import { Bound } from "./op.js";
 
 /**
  * How a job is added. Give `deadlineAt` (absolute, on the runtime's clock) or `ttlMs` (from now),
@@ -67,15 +68,16 @@ const ADD_KEYS = ["id", "deadlineAt", "ttlMs", "attempts", "priority", "delayMs"
 
 /** The queue over `engine`, with `add`'s checks. */
 export function queueOver<T>(engine: QueueEngine<T>): Queue<T> {
+  const where = `queue(${engine.name}).add(data, options)`;
+  const whereOptions = `${where} options`;
   return {
     name: engine.name,
     engine,
     counts: () => engine.counts(),
     deadLetters: () => engine.deadLetters(),
     add(data: T, options: AddOptions = {}): Operation<AddResult> {
-      const where = `queue(${engine.name}).add(data, options)`;
-      const o = checkObject(`${where} options`, options);
-      checkKeys(`${where} options`, o, ADD_KEYS);
+      const o = checkObject(whereOptions, options);
+      checkKeys(whereOptions, o, ADD_KEYS);
       if (options.id !== undefined && (typeof options.id !== "string" || options.id === ""))
         throw invalidType(`${where} { id }`, "a non-empty string", options.id);
       if (options.deadlineAt !== undefined && options.ttlMs !== undefined)
@@ -94,20 +96,24 @@ export function queueOver<T>(engine: QueueEngine<T>): Queue<T> {
       if (options.priority !== undefined) checkWhole(`${where} { priority }`, options.priority, 0);
       if (options.delayMs !== undefined)
         checkMs(`${where} { delayMs }`, options.delayMs, { allowInfinity: false });
-      return {
-        *[Symbol.iterator]() {
-          const at = yield* now();
-          const deadlineAt =
-            options.deadlineAt ?? (options.ttlMs === undefined ? Infinity : at + options.ttlMs);
-          return yield* engine.add(data, {
-            id: options.id,
-            deadlineAt,
-            attempts: options.attempts,
-            priority: options.priority ?? 0,
-            delayMs: options.delayMs ?? 0,
-          });
-        },
-      };
+      return new Bound(addWithDeadline<T>, engine, data, options);
     },
   };
+}
+
+/** `add`'s run: the deadline from `ttlMs` counts from now, on the runtime's clock. */
+function* addWithDeadline<T>(
+  engine: QueueEngine<T>,
+  data: T,
+  options: AddOptions,
+): Generator<unknown, AddResult, unknown> {
+  const at = yield* now();
+  const deadlineAt = options.deadlineAt ?? (options.ttlMs === undefined ? Infinity : at + options.ttlMs);
+  return yield* engine.add(data, {
+    id: options.id,
+    deadlineAt,
+    attempts: options.attempts,
+    priority: options.priority ?? 0,
+    delayMs: options.delayMs ?? 0,
+  });
 }

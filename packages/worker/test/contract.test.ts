@@ -133,9 +133,9 @@ for (const engine of engines) {
           tree = treeOf(root());
           yield* ended(queue, 2);
         });
-        expect(tree).toMatch(/contract-\w+\/a#\d+ running/);
+        // One task per delivery, named after the job (queue and id) and its attempt, with its deadline.
         expect(tree).toMatch(/contract-\w+\/a attempt 1\/5#\d+ running .*deadline in 990ms/);
-        expect(tree).toMatch(/contract-\w+\/b attempt 1\/5#\d+ running/);
+        expect(tree).toMatch(/contract-\w+\/b attempt 1\/5#\d+ running .*deadline in 990ms/);
       });
     });
 
@@ -508,7 +508,6 @@ for (const engine of engines) {
             closeTimedOut: false,
             elapsedMs: 1000,
           });
-          expect(report!.cutTree).toMatch(/\/s#\d+/);
           expect(report!.cutTree).toMatch(/\/s attempt 1\/5#\d+ running/);
           expect(counts).toMatchObject({ waiting: 2, active: 0, completed: 1, deadLettered: 0 });
           expect(again.sort()).toEqual([1, 1]);

@@ -3,6 +3,7 @@
  * @module
  */
 import { invalidRange } from "../errors.js";
+import { BoundOp1 } from "../kernel/bound-op.js";
 import { currentTask } from "../kernel/current.js";
 import { warnNoDeadline } from "../kernel/deadline-missing.js";
 import type { Operation } from "../kernel/operation.js";
@@ -44,24 +45,29 @@ export type PackageEventInput = Extract<KeelEventInput, { type: `worker:${string
  */
 export function emitEvent(event: PackageEventInput): Operation<void> {
   const type = (event as { type?: unknown } | null)?.type;
-  if (type === "deadline:missing") {
-    const { call, label } = event as Extract<PackageEventInput, { type: "deadline:missing" }>;
-    return {
-      *[Symbol.iterator]() {
-        warnNoDeadline(yield* currentTask("emitEvent(event)"), call, label);
-      },
-    };
-  }
-  if (typeof type !== "string" || !PACKAGE_FAMILIES.some((f) => type.startsWith(f)))
+  // Called for every transition of every job: an operation of a module-level generator (a literal
+  // `{ *[Symbol.iterator]() {…} }` makes a generator function per call, see kernel/bound-op.ts).
+  if (type === "deadline:missing") return new BoundOp1(emitDeadlineMissing, event);
+  if (typeof type !== "string" || !isPackageFamily(type))
     throw invalidRange(
       "emitEvent(event)",
       `an event of a package family (${PACKAGE_FAMILIES.join(", ")})`,
       type,
     );
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask("emitEvent(event)");
-      task.emit(event as KeelEventInput);
-    },
-  };
+  return new BoundOp1(emitPackageEvent, event);
+}
+
+function isPackageFamily(type: string): boolean {
+  for (const family of PACKAGE_FAMILIES) if (type.startsWith(family)) return true;
+  return false;
+}
+
+function* emitDeadlineMissing(event: PackageEventInput): Generator<unknown, void, unknown> {
+  const { call, label } = event as Extract<PackageEventInput, { type: "deadline:missing" }>;
+  warnNoDeadline(yield* currentTask("emitEvent(event)"), call, label);
+}
+
+function* emitPackageEvent(event: PackageEventInput): Generator<unknown, void, unknown> {
+  const task = yield* currentTask("emitEvent(event)");
+  task.emit(event as KeelEventInput);
 }

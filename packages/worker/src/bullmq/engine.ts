@@ -4,8 +4,8 @@
  * @module
  */
 import { randomUUID } from "node:crypto";
-import { action, type Operation, until } from "@keel/core";
-import type { Job as BullJob, Queue as BullQueue, Worker as BullWorker } from "bullmq";
+import { type Operation, until } from "@keel/core";
+import type { Queue as BullQueue, Worker as BullWorker } from "bullmq";
 import type {
   AddResult,
   DeadLetter,
@@ -17,6 +17,8 @@ import type {
   QueueEngine,
 } from "../engine.js";
 import { QueueClosedError } from "../errors.js";
+import { Bound } from "../op.js";
+import { Consumer, type Held } from "./consumer.js";
 
 /** What is stored in Redis for one job: the payload and what the worker needs across processes. */
 export interface StoredJob<T> {
@@ -63,28 +65,9 @@ function revive(s: StoredError): Error {
   return e;
 }
 
-interface Held<T> {
-  job: BullJob<StoredJob<T>>;
-  token: string;
-  consumer: BullWorker<StoredJob<T>>;
-}
-
-/**
- * BullMQ's per-job cancellation lives in the consumer's lock manager, which only its own `run()` loop
- * feeds; fetching by hand, the engine tracks each job there itself (bullmq 6.7, pinned).
- */
-interface LockManager {
-  trackJob(id: string, token: string, ts: number, withController: boolean): AbortController | undefined;
-  untrackJob(id: string): void;
-}
-
-function lockManager(consumer: object): LockManager {
-  return (consumer as unknown as { lockManager: LockManager }).lockManager;
-}
-
 export class BullEngine<T> implements QueueEngine<T> {
-  // Invariant: every job this process holds active is here with the token that locks it, and is
-  // tracked by the consumer that took it (so that its `cancelJob` reaches the job's signal).
+  // Invariant: every job this process holds active is here with the token that locks it (and its
+  // delivery's cut, for `cancelJob`).
   readonly active = new Map<string, Held<T>>();
 
   constructor(
@@ -94,15 +77,16 @@ export class BullEngine<T> implements QueueEngine<T> {
     private readonly now: () => number,
   ) {}
 
-  /** The BullMQ consumer of the worker now running here; made on its first take, gone at its close. */
-  private consumer: BullWorker<StoredJob<T>> | null = null;
+  /** The consumer of the worker now running here; made on its first take, gone at its close. */
+  private consumer: Consumer<T> | null = null;
 
-  private worker(): BullWorker<StoredJob<T>> {
+  current(): Consumer<T> {
     if (!this.consumer) {
-      this.consumer = this.makeWorker();
+      const worker = this.makeWorker();
+      this.consumer = new Consumer<T>(worker, this.active, this.name);
       // Jobs are fetched by hand, so BullMQ's stalled check (which redelivers the jobs of a dead
       // process) runs only if started explicitly.
-      void this.consumer.startStalledCheckTimer().catch(() => {});
+      void worker.startStalledCheckTimer().catch(() => {});
     }
     return this.consumer;
   }
@@ -142,49 +126,19 @@ export class BullEngine<T> implements QueueEngine<T> {
     );
   }
 
+  /**
+   * The next job: one fetched ahead (by the call that ended the previous one) if there is one, else
+   * from one blocking fetch. The worker takes only with a free slot, and a job is fetched ahead only
+   * in the slot of the job whose end fetched it, so what this process holds stays ≤ concurrency. A
+   * take cancelled while it waits leaves the fetch running: its job waits in `ready` for the next
+   * take, or is put back when the consumer closes.
+   */
   take(): Operation<EngineJob<T>> {
-    const engine = this;
-    return {
-      *[Symbol.iterator]() {
-        for (;;) {
-          const token = randomUUID();
-          const consumer = engine.worker();
-          const job = yield* engine.next(consumer, token);
-          if (consumer.closing) throw new QueueClosedError(engine.name, "take");
-          if (job) {
-            const id = job.id ?? "";
-            engine.active.set(id, { job, token, consumer });
-            const signal = lockManager(consumer).trackJob(id, token, Date.now(), true)?.signal;
-            return engine.view(job, signal);
-          }
-        }
-      },
-    };
+    return new Bound(takeJob<T>, this, undefined, undefined);
   }
 
-  /** One blocking fetch; a job that arrives after the take was cancelled goes back at once. */
-  private next(
-    consumer: BullWorker<StoredJob<T>>,
-    token: string,
-  ): Operation<BullJob<StoredJob<T>> | undefined> {
-    return action((resolve, reject) => {
-      let abandoned = false;
-      consumer.getNextJob(token, { block: true }).then(
-        (job) => {
-          if (!abandoned) resolve(job);
-          else if (job) void job.moveToWait(token).catch(() => {});
-        },
-        (e) => {
-          if (!abandoned) reject(e);
-        },
-      );
-      return () => {
-        abandoned = true;
-      };
-    }, `bullmq ${this.name}: waiting for a job`);
-  }
-
-  private view(job: BullJob<StoredJob<T>>, signal: AbortSignal | undefined): EngineJob<T> {
+  /** The job `h` as the worker sees it. */
+  view({ job }: Held<T>): EngineJob<T> {
     const d = job.data;
     return {
       id: job.id ?? "",
@@ -195,7 +149,6 @@ export class BullEngine<T> implements QueueEngine<T> {
       priority: job.opts.priority ?? 0,
       addedAt: d.addedAt,
       history: d.history as JobAttempt[],
-      ...(signal && { signal }),
     };
   }
 
@@ -208,15 +161,20 @@ export class BullEngine<T> implements QueueEngine<T> {
   private finish(job: EngineJob<T>, step: (h: Held<T>) => Promise<unknown>) {
     const h = this.held(job);
     return until(
-      step(h).then(() => {
-        this.active.delete(job.id);
-        lockManager(h.consumer).untrackJob(job.id);
+      step(h).then((next) => {
+        h.consumer.untrack(job.id);
+        return h.consumer.handOver(next, h.token);
       }),
     );
   }
 
-  complete(job: EngineJob<T>): Operation<void> {
-    return this.finish(job, (h) => h.job.moveToCompleted(null, h.token, false));
+  /** Whether the call that ends a job may fetch the next one for `h`'s consumer. */
+  private fetchNext(h: Held<T>, takingNext: boolean): boolean {
+    return takingNext && h.consumer === this.consumer && !h.consumer.closing;
+  }
+
+  complete(job: EngineJob<T>, takingNext = false): Operation<void> {
+    return this.finish(job, (h) => h.job.moveToCompleted(null, h.token, this.fetchNext(h, takingNext)));
   }
 
   retry(job: EngineJob<T>, f: { delayMs: number; error: unknown; startedAt: number; endedAt: number }) {
@@ -237,13 +195,14 @@ export class BullEngine<T> implements QueueEngine<T> {
   deadLetter(
     job: EngineJob<T>,
     letter: { reason: DeadLetterReason; error: unknown; history: readonly JobAttempt[] },
+    takingNext = false,
   ) {
     return this.finish(job, async (h) => {
       const history = letter.history.map((a) => ({ ...a, error: storedError(a.error) }));
       const deadError = storedError(letter.error);
       await h.job.updateData({ ...h.job.data, deadReason: letter.reason, deadError, history });
       const e = letter.error instanceof Error ? letter.error : new Error(String(letter.error));
-      await h.job.moveToFailed(e, h.token, false);
+      return h.job.moveToFailed(e, h.token, this.fetchNext(h, takingNext));
     });
   }
 
@@ -292,16 +251,30 @@ export class BullEngine<T> implements QueueEngine<T> {
     );
   }
 
-  /** BullMQ's own cancellation: aborts the signal of a job this process runs; false if none. */
-  cancelJob(id: string, reason?: string): boolean {
-    return this.consumer?.cancelJob(id, reason) ?? false;
+  /** Cancels a job this process holds (its delivery, now or when it starts); false if none. */
+  cancelJob(id: string, reason = "cancelJob"): boolean {
+    const h = this.active.get(id);
+    if (!h) return false;
+    const cancel = h.onCancel;
+    if (cancel) {
+      h.onCancel = null;
+      cancel(reason);
+    } else h.cancelled ??= reason;
+    return true;
   }
 
-  /** Closes the consumer; a later worker on this queue gets a new one. */
+  onCancel(job: EngineJob<T>, cancel: ((reason: string) => void) | null): void {
+    const h = this.active.get(job.id);
+    if (!h) return;
+    if (cancel && h.cancelled !== null) cancel(h.cancelled);
+    else h.onCancel = cancel;
+  }
+
+  /** Closes the consumer (its jobs fetched ahead go back); a later worker on this queue gets a new one. */
   close(): Operation<void> {
     const consumer = this.consumer;
     this.consumer = null;
-    return until(consumer ? consumer.close() : Promise.resolve());
+    return until(consumer ? consumer.close(false) : Promise.resolve());
   }
 
   /** At the queue's end: the consumer, if a worker left one open, without waiting for its fetch. */
@@ -309,5 +282,28 @@ export class BullEngine<T> implements QueueEngine<T> {
     const consumer = this.consumer;
     this.consumer = null;
     return consumer ? consumer.close(true) : Promise.resolve();
+  }
+}
+
+/**
+ * `take`'s run: a job fetched ahead (by the call that ended the previous one) if there is one, else
+ * from one blocking fetch. The worker takes only for a free slot, and a job is fetched ahead only in
+ * the slot of the job whose end fetched it, so what this process holds stays ≤ concurrency. A take
+ * cancelled while it waits leaves the fetch running: its job waits in `ready` for the next take, or
+ * is put back when the consumer closes.
+ */
+function* takeJob<T>(engine: BullEngine<T>): Generator<unknown, EngineJob<T>, unknown> {
+  const consumer = engine.current();
+  for (;;) {
+    if (consumer.closing) throw new QueueClosedError(engine.name, "take");
+    const h = consumer.next();
+    if (h) return engine.view(h);
+    consumer.fetch();
+    try {
+      yield* consumer.arrival();
+    } catch (e) {
+      consumer.passOn();
+      throw e;
+    }
   }
 }

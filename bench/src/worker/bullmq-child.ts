@@ -19,6 +19,8 @@ const prefix = `keel-bench-${process.pid}`;
 
 /** Resolved when the handler has run `jobs` times: the Keel sample learns of its end in process, as
  * the plain one does from its `completed` event, rather than by polling Redis (which would load it). */
+let cpu0 = process.cpuUsage();
+let cpu = cpu0;
 let handled = 0;
 let allHandled: (() => void) | null = null;
 function* counting() {
@@ -35,9 +37,13 @@ async function plain(): Promise<number> {
     const worker = new Worker("bench", async () => {}, { connection, prefix, concurrency, autorun: false });
     let done = 0;
     const t1 = performance.now();
+    cpu0 = process.cpuUsage();
     const finished = new Promise<number>((resolve) => {
       worker.on("completed", () => {
-        if (++done === jobs) resolve(performance.now() - t1);
+        if (++done === jobs) {
+          cpu = process.cpuUsage(cpu0);
+          resolve(performance.now() - t1);
+        }
       });
     });
     void worker.run();
@@ -58,6 +64,7 @@ const runMs =
         try {
           for (let i = 0; i < jobs; i++) yield* queue.add(i);
           const t1 = performance.now();
+          cpu0 = process.cpuUsage();
           yield* useWorker(queue, counting, { concurrency });
           yield* action<void>((resolve) => {
             allHandled = resolve;
@@ -66,9 +73,11 @@ const runMs =
           });
           // The last few completions are one Redis call each behind their handler.
           while ((yield* queue.counts()).completed < jobs) yield* sleep(1);
+          cpu = process.cpuUsage(cpu0);
           return performance.now() - t1;
         } finally {
           yield* queue.obliterate();
         }
       });
-console.log(JSON.stringify({ runMs }));
+// This process's CPU time while it ran (user + system): what a loaded machine disturbs least.
+console.log(JSON.stringify({ runMs, cpuMs: (cpu.user + cpu.system) / 1000 }));

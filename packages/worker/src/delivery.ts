@@ -12,6 +12,7 @@ import {
   sleep,
   spawn,
   type Task,
+  timeout,
   timeoutAt,
 } from "@keel/core";
 import { invalidType } from "./checks.js";
@@ -34,64 +35,65 @@ export function* deliver<T>(
 ): Generator<unknown, void, unknown> {
   d.started = true;
   try {
-    yield* run(pool, d, attempts);
+    const { engine, config, clock } = pool;
+    const job = d.job;
+    const startedAt = clock.now();
+    if (d.cut === "released") {
+      // Cut by the shutdown before it began: put back, never run.
+      return yield* settle(pool, d, CUT, startedAt, startedAt, attempts);
+    }
+    if (job.deadlineAt <= startedAt) {
+      // A job already expired when taken is not run.
+      const error = new JobExpiredError(engine.name, job.id, job.deadlineAt, startedAt);
+      return yield* deadLetter(pool, job, "expired", error, job.history);
+    }
+    d.lastProgressAt = startedAt;
+    const until = Math.min(job.deadlineAt, startedAt + config.timeoutMs);
+    yield* emitEvent({
+      type: "worker:job",
+      queue: engine.name,
+      jobId: job.id,
+      attempt: job.attempt,
+      transition: "start",
+    });
+    // From here a cut cancels this task: it is delivered in the handler (or at the watchdog's spawn).
+    d.running = true;
+    const onCancel =
+      engine.onCancel &&
+      ((reason: string) => {
+        d.cancelReason = reason;
+        cut(d, "cancelled", `${engine.name}/${job.id}: cancelled through the queue (${reason})`);
+      });
+    if (onCancel) engine.onCancel?.(job, onCancel);
+    let watchdog: Task<void> | null = null;
+    let outcome: Outcome = OK;
+    try {
+      if (config.stallMs !== Infinity)
+        watchdog = yield* spawn(new Bound(watchStall<T>, pool, d, undefined), { name: "stall watchdog" });
+      const view = new JobView(pool, d, attempts);
+      // A job added with no deadline: only the worker's own `timeoutMs` bounds it (`warnNoDeadline`
+      // says so, as for an HTTP call bounded only by the client's default total).
+      if (job.deadlineAt === Infinity)
+        yield* emitEvent({ type: "deadline:missing", call: "job", label: d.task?.name ?? job.id });
+      yield* underDeadline(pool, view, until);
+    } catch (error) {
+      d.running = false;
+      if (onCancel) engine.onCancel?.(job, null);
+      if (!isCancelled(error)) outcome = { ok: false, error };
+      else {
+        // A cut settles its outcome while the task unwinds; a cancellation that is not a cut (the
+        // worker torn down without its shutdown) settles nothing: the engine still holds the job.
+        if (d.cut !== null) yield* settle(pool, d, { ok: false, error }, startedAt, until, attempts);
+        throw error;
+      }
+    }
+    d.running = false;
+    if (onCancel) engine.onCancel?.(job, null);
+    if (watchdog) yield* watchdog.cancel();
+    yield* settle(pool, d, outcome, startedAt, until, attempts);
   } finally {
     pool.end(d);
   }
-}
-
-function* run<T>(pool: Pool<T>, d: Delivery<T>, attempts: number): Generator<unknown, void, unknown> {
-  const { engine, config, clock } = pool;
-  const job = d.job;
-  const startedAt = clock.now();
-  if (d.cut === "released") {
-    // Cut by the shutdown before it began: put back, never run.
-    return yield* settle(pool, d, CUT, startedAt, startedAt, attempts);
-  }
-  if (job.deadlineAt <= startedAt) {
-    // A job already expired when taken is not run.
-    const error = new JobExpiredError(engine.name, job.id, job.deadlineAt, startedAt);
-    return yield* deadLetter(pool, job, "expired", error, job.history);
-  }
-  d.lastProgressAt = startedAt;
-  const until = Math.min(job.deadlineAt, startedAt + config.timeoutMs);
-  yield* emitEvent({
-    type: "worker:job",
-    queue: engine.name,
-    jobId: job.id,
-    attempt: job.attempt,
-    transition: "start",
-  });
-  // From here a cut cancels this task: it is delivered in the handler (or at the watchdog's spawn).
-  d.running = true;
-  const onCancel =
-    engine.onCancel &&
-    ((reason: string) => {
-      d.cancelReason = reason;
-      cut(d, "cancelled", `${engine.name}/${job.id}: cancelled through the queue (${reason})`);
-    });
-  if (onCancel) engine.onCancel?.(job, onCancel);
-  let watchdog: Task<void> | null = null;
-  let outcome: Outcome = OK;
-  try {
-    if (config.stallMs !== Infinity)
-      watchdog = yield* spawn(new Bound(watchStall<T>, pool, d, undefined), { name: "stall watchdog" });
-    yield* attempt(pool, new JobView(pool, d, attempts), until);
-  } catch (error) {
-    d.running = false;
-    if (onCancel) engine.onCancel?.(job, null);
-    if (!isCancelled(error)) outcome = { ok: false, error };
-    else {
-      // A cut settles its outcome while the task unwinds; a cancellation that is not a cut (the
-      // worker torn down without its shutdown) settles nothing: the engine still holds the job.
-      if (d.cut !== null) yield* settle(pool, d, { ok: false, error }, startedAt, until, attempts);
-      throw error;
-    }
-  }
-  d.running = false;
-  if (onCancel) engine.onCancel?.(job, null);
-  if (watchdog) yield* watchdog.cancel();
-  yield* settle(pool, d, outcome, startedAt, until, attempts);
 }
 
 /** Cuts `d`'s handler, if it still runs: cancels the delivery's task, which settles as it unwinds. */
@@ -142,18 +144,8 @@ type Outcome = { ok: true } | { ok: false; error: unknown };
 const OK: Outcome = { ok: true };
 const CUT: Outcome = { ok: false, error: undefined };
 
-/** The handler under the delivery's deadline. */
-function* attempt<T>(pool: Pool<T>, job: Job<T>, until: number): Generator<unknown, void, unknown> {
-  // A job added with no deadline: only the worker's own `timeoutMs` bounds it (`warnNoDeadline`
-  // says so, as for an HTTP call bounded only by the client's default total).
-  if (job.deadline === Infinity) {
-    const label = `${job.queue}/${job.id} attempt ${job.attempt}/${job.attempts}`;
-    yield* emitEvent({ type: "deadline:missing", call: "job", label });
-  }
-  yield* timeoutAt(until, new Bound(callHandler<T>, pool, job, undefined));
-}
-
-function* callHandler<T>(pool: Pool<T>, job: Job<T>): Generator<unknown, unknown, unknown> {
+/** The handler's operation under the delivery's deadline. */
+function underDeadline<T>(pool: Pool<T>, job: Job<T>, until: number): Operation<unknown> {
   const op = pool.handler(job);
   if (typeof (op as Operation<unknown> | null)?.[Symbol.iterator] !== "function")
     throw invalidType(
@@ -161,7 +153,9 @@ function* callHandler<T>(pool: Pool<T>, job: Job<T>): Generator<unknown, unknown
       "an operation",
       op,
     );
-  return yield* op;
+  // `timeout(ms)` when the worker's own timeout is the nearer (the common case): its label formats
+  // a whole number, where `timeoutAt`'s formats an instant (a fractional epoch on the real clock).
+  return until === job.deadline ? timeoutAt(until, op) : timeout(pool.config.timeoutMs, op);
 }
 
 function* watchStall<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, void, unknown> {

@@ -7,7 +7,7 @@
  */
 import { action, type Operation } from "@keel/core";
 import type { Job as BullJob, Worker as BullWorker } from "bullmq";
-import type { StoredJob } from "./engine.js";
+import type { StoredJob } from "./stored.js";
 
 /** A job this process holds active in Redis, with the token that locks it. */
 export interface Held<T> {

@@ -7,7 +7,8 @@ import { type Operation, resource, sleep, spawn, until, useClock } from "@keel/c
 import { Queue as BullQueue, Worker as BullWorker, type ConnectionOptions } from "bullmq";
 import { checkKeys, checkObject, checkWhole, invalidType } from "../checks.js";
 import { type Queue, queueOver } from "../queue.js";
-import { BullEngine, type StoredJob } from "./engine.js";
+import { BullEngine } from "./engine.js";
+import type { StoredJob } from "./stored.js";
 
 /** BullMQ's default lock on an active job (and stalled-check period). */
 const LOCK_MS = 30_000;

@@ -85,8 +85,10 @@ export interface EngineAddOptions {
 }
 
 /**
- * What `add` did: `added` is false when a job with that id was already waiting, delayed or active
- * (the idempotency rule: nothing was added).
+ * What `add` did. An `id` is an idempotency key for as long as the engine keeps the job's record:
+ * adding an id that is waiting, delayed or active, or that has ended (completed or dead-lettered),
+ * adds nothing (`added: false`) and leaves that job as it is; `state` says where it stands. An ended
+ * job is never erased by an `add`: its record (a dead letter and its history) stays.
  *
  * @example
  * ```ts
@@ -96,13 +98,28 @@ export interface EngineAddOptions {
  *   const queue = yield* createMemoryQueue<number>({ name: "n" });
  *   return [yield* queue.add(1, { id: "x" }), yield* queue.add(2, { id: "x" })];
  * });
- * console.log(a.added, b.added, b.id); // true false x
+ * console.log(a, b); // { id: "x", added: true, state: "waiting" } { id: "x", added: false, state: "waiting" }
  * ```
  */
 export interface AddResult {
   readonly id: string;
+  /** False when a job with this id already existed: nothing was added. */
   readonly added: boolean;
+  /** The state of the job with this id after the call: the new job's, or the existing one's. */
+  readonly state: JobState;
 }
+
+/**
+ * Where a job stands in its engine's records.
+ *
+ * @example
+ * ```ts
+ * import type { JobState } from "@keel/worker";
+ * const ended = (s: JobState) => s === "completed" || s === "dead-lettered";
+ * console.log(ended("active"), ended("dead-lettered")); // false true
+ * ```
+ */
+export type JobState = "waiting" | "delayed" | "active" | "completed" | "dead-lettered";
 
 /**
  * Why a job was dead-lettered: its deadline passed (`expired`), its attempts, retry budget or the
@@ -177,8 +194,10 @@ export interface EngineCounts {
  * ```
  *
  * Rules every engine keeps (the contract suite pins them):
- * - `add` with an `id` already waiting, delayed or active adds nothing and returns `added: false`.
- *   A payload the engine cannot store is refused at `add`, with nothing half-added.
+ * - `add` with an `id` the engine holds (waiting, delayed, active) or has ended (completed,
+ *   dead-lettered) adds nothing and returns `added: false` with the job's state; an ended job's
+ *   record is never erased by it. A payload the engine cannot store is refused at `add`, with
+ *   nothing half-added.
  * - `take` waits until a job is due (its delay passed), then hands over the first by priority, then
  *   by order of becoming due, and marks it active. The worker calls it only when it has a free slot.
  *   A `take` cancelled while it waits takes nothing. It throws `QueueClosedError` once closed.

@@ -22,6 +22,8 @@ import { Bound, Sync } from "./op.js";
 
 interface Rec<T> {
   readonly id: string;
+  /** Added with an explicit id: once ended, the id stays taken (`ended`). */
+  readonly keyed: boolean;
   readonly data: T;
   attempt: number;
   readonly attempts: number | undefined;
@@ -40,8 +42,14 @@ const byDue = <T>(a: Rec<T>, b: Rec<T>) => a.readyAt - b.readyAt || a.seq - b.se
 const byPriority = <T>(a: Rec<T>, b: Rec<T>) => a.priority - b.priority || a.seq - b.seq;
 
 export class MemoryEngine<T> implements QueueEngine<T> {
-  // Invariant: `jobs` holds exactly the waiting, delayed and active records (the idempotency set).
+  // Invariant: `jobs` holds exactly the waiting, delayed and active records; with `ended`, the ids
+  // an add finds taken (the idempotency rule).
   private readonly jobs = new Map<string, Rec<T>>();
+  /**
+   * The ids of ended jobs that were added with an explicit id, and how each ended: the queue keeps
+   * them for its lifetime (as it keeps its dead letters), so an id is never reused.
+   */
+  private readonly ended = new Map<string, "completed" | "dead-lettered">();
   private readonly ready = new MinHeap<Rec<T>>(byPriority);
   private readonly delayed = new MinHeap<Rec<T>>(byDue);
   private readonly dead: DeadLetter<T>[] = [];
@@ -69,22 +77,31 @@ export class MemoryEngine<T> implements QueueEngine<T> {
 
   /** Waits for room (at capacity), then adds. */
   *addWhenRoom(data: T, options: EngineAddOptions): Generator<unknown, AddResult, unknown> {
-    while (!this.closed && this.jobs.size >= this.capacity && !this.jobs.has(options.id ?? ""))
+    while (!this.closed && this.jobs.size >= this.capacity && !this.holds(options.id))
       yield* this.changes.wait(`queue ${this.name}: full (${this.capacity})`);
     if (this.closed) throw new QueueClosedError(this.name, "add");
     return this.insert(data, options);
+  }
+
+  /** Whether `id` is a job held or ended (an add of it adds nothing, so needs no room). */
+  private holds(id: string | undefined): boolean {
+    return id !== undefined && (this.jobs.has(id) || this.ended.has(id));
   }
 
   private insert(data: T, options: EngineAddOptions): AddResult {
     let id = options.id;
     if (id === undefined) {
       do id = String(++this.autoId);
-      while (this.jobs.has(id));
-    } else if (this.jobs.has(id)) return { id, added: false };
+      while (this.holds(id));
+    } else {
+      const state = this.jobs.get(id)?.state ?? this.ended.get(id);
+      if (state !== undefined) return { id, added: false, state };
+    }
     const at = this.clock.now();
     const rec: Rec<T> = {
       id,
       data,
+      keyed: options.id !== undefined,
       attempt: 1,
       attempts: options.attempts,
       deadlineAt: options.deadlineAt,
@@ -98,7 +115,7 @@ export class MemoryEngine<T> implements QueueEngine<T> {
     };
     this.jobs.set(id, rec);
     this.enqueue(rec);
-    return { id, added: true };
+    return { id, added: true, state: rec.state };
   }
 
   private enqueue(rec: Rec<T>): void {
@@ -189,15 +206,16 @@ export class MemoryEngine<T> implements QueueEngine<T> {
     return rec;
   }
 
-  private finish(rec: Rec<T>): void {
+  private finish(rec: Rec<T>, state: "completed" | "dead-lettered"): void {
     this.jobs.delete(rec.id);
+    if (rec.keyed) this.ended.set(rec.id, state);
     this.active--;
     this.changes.notify();
   }
 
   complete(job: EngineJob<T>): Operation<void> {
     return this.sync(() => {
-      this.finish(this.activeRec(job, "complete"));
+      this.finish(this.activeRec(job, "complete"), "completed");
       this.completed++;
     });
   }
@@ -225,7 +243,7 @@ export class MemoryEngine<T> implements QueueEngine<T> {
   ) {
     return this.sync(() => {
       const rec = this.activeRec(job, "deadLetter");
-      this.finish(rec);
+      this.finish(rec, "dead-lettered");
       const { reason, error, history } = letter;
       this.dead.push({ id: rec.id, data: rec.data, reason, error, history, at: this.clock.now() });
     });

@@ -21,11 +21,14 @@ import { Bound } from "./op.js";
  *   const queue = yield* createMemoryQueue<{ invoice: number }>({ name: "invoices" });
  *   return yield* queue.add({ invoice: 42 }, options);
  * });
- * console.log(r); // { id: "invoice-42", added: true }
+ * console.log(r); // { id: "invoice-42", added: true, state: "delayed" }
  * ```
  */
 export interface AddOptions {
-  /** An idempotency key: adding an id already waiting, delayed or active adds nothing. */
+  /**
+   * An idempotency key: adding an id the queue holds (waiting, delayed, active) or has ended
+   * (completed, dead-lettered) adds nothing, and the result says where that job stands.
+   */
   id?: string;
   /** The job's deadline, absolute on the runtime's clock; past it the job is dead-lettered as `expired`. */
   deadlineAt?: number;
@@ -56,7 +59,7 @@ export interface AddOptions {
  */
 export interface Queue<T> {
   readonly name: string;
-  /** Adds a job; `added: false` when its `id` is already waiting, delayed or active. */
+  /** Adds a job; `added: false` when its `id` is already taken (held or ended), with that job's state. */
   add(data: T, options?: AddOptions): Operation<AddResult>;
   counts(): Operation<EngineCounts>;
   deadLetters(): Operation<readonly DeadLetter<T>[]>;

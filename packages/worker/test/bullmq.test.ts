@@ -39,8 +39,8 @@ describe.skipIf(!redisUp)("the BullMQ engine (real Redis)", () => {
       return [yield* queue.add("a", { id: "x" }), yield* queue.add("b", { id: "x" }), yield* queue.counts()];
     });
     expect(r.slice(0, 2)).toEqual([
-      { id: "x", added: true },
-      { id: "x", added: false },
+      { id: "x", added: true, state: "waiting" },
+      { id: "x", added: false, state: "waiting" },
     ]);
     expect(r[2]).toMatchObject({ waiting: 1 });
   });

@@ -14,6 +14,7 @@ import type {
   EngineCounts,
   EngineJob,
   JobAttempt,
+  JobState,
   QueueEngine,
 } from "../engine.js";
 import { QueueClosedError } from "../errors.js";
@@ -48,38 +49,33 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   add(data: T, o: EngineAddOptions): Operation<AddResult> {
+    return until(this.addJob(data, o));
+  }
+
+  private async addJob(data: T, o: EngineAddOptions): Promise<AddResult> {
+    // Only what differs from a fresh job's defaults is written (see `StoredJob`).
+    const stored: StoredJob<T> = { payload: data };
+    if (o.attempts !== undefined) stored.attempts = o.attempts;
+    if (o.deadlineAt !== Infinity) stored.deadlineAt = o.deadlineAt;
+    const options: { jobId?: string; delay?: number; priority?: number } = {};
+    if (o.delayMs > 0) options.delay = o.delayMs;
+    if (o.priority > 0) options.priority = o.priority;
+    const fresh: JobState = o.delayMs > 0 ? "delayed" : "waiting";
+    if (o.id === undefined) {
+      const job = await this.queue.add("job", stored, options);
+      return { id: job.id ?? "", added: true, state: fresh };
+    }
+    // BullMQ adds nothing for an id it holds, ended jobs included (their records are kept): the
+    // nonce read back tells this add from an earlier one.
     const nonce = randomUUID();
-    const stored: StoredJob<T> = {
-      payload: data,
-      attempt: 1,
-      attempts: o.attempts ?? null,
-      deadlineAt: o.deadlineAt === Infinity ? null : o.deadlineAt,
-      addedAt: this.now(),
-      history: [],
-      nonce,
-    };
-    return until(
-      (async () => {
-        if (o.id !== undefined) {
-          // BullMQ keeps ended jobs under their id; an ended job's id may be added again.
-          const old = await this.queue.getJob(o.id);
-          const state = old ? await old.getState() : null;
-          if (old && (state === "completed" || state === "failed")) await old.remove();
-        }
-        const job = await this.queue.add("job", stored, {
-          jobId: o.id,
-          delay: o.delayMs,
-          priority: o.priority || undefined,
-          attempts: 1,
-          removeOnComplete: false,
-          removeOnFail: false,
-        });
-        const id = job.id ?? "";
-        if (o.id === undefined) return { id, added: true };
-        const kept = await this.queue.getJob(id);
-        return { id, added: kept?.data.nonce === nonce };
-      })(),
-    );
+    stored.nonce = nonce;
+    options.jobId = o.id;
+    await this.queue.add("job", stored, options);
+    const kept = await this.queue.getJob(o.id);
+    // Removed in between (not by this engine, which removes nothing): add again.
+    if (!kept) return this.addJob(data, o);
+    if (kept.data.nonce === nonce) return { id: o.id, added: true, state: fresh };
+    return { id: o.id, added: false, state: stateOf(await kept.getState()) };
   }
 
   /**
@@ -99,12 +95,12 @@ export class BullEngine<T> implements QueueEngine<T> {
     return {
       id: job.id ?? "",
       data: d.payload,
-      attempt: d.attempt,
-      attempts: d.attempts ?? undefined,
+      attempt: d.attempt ?? 1,
+      attempts: d.attempts,
       deadlineAt: d.deadlineAt ?? Infinity,
       priority: job.opts.priority ?? 0,
-      addedAt: d.addedAt,
-      history: d.history as JobAttempt[],
+      addedAt: job.timestamp,
+      history: (d.history ?? []) as JobAttempt[],
     };
   }
 
@@ -137,13 +133,14 @@ export class BullEngine<T> implements QueueEngine<T> {
     return this.finish(job, async (h) => {
       const d = h.job.data;
       const record: StoredAttempt = {
-        attempt: d.attempt,
+        attempt: d.attempt ?? 1,
         startedAt: f.startedAt,
         endedAt: f.endedAt,
         error: storedError(f.error),
         delayMs: f.delayMs,
       };
-      await h.job.updateData({ ...d, attempt: d.attempt + 1, history: [...d.history, record] });
+      const history = [...(d.history ?? []), record];
+      await h.job.updateData({ ...d, attempt: (d.attempt ?? 1) + 1, history });
       await h.job.moveToDelayed(Date.now() + f.delayMs, h.token);
     });
   }
@@ -193,7 +190,7 @@ export class BullEngine<T> implements QueueEngine<T> {
           data: j.data.payload,
           reason: j.data.deadReason ?? "rejected",
           error: j.data.deadError ? revive(j.data.deadError) : j.failedReason,
-          history: j.data.history as JobAttempt[],
+          history: (j.data.history ?? []) as JobAttempt[],
           at: j.finishedOn ?? 0,
         })),
       ),
@@ -261,5 +258,19 @@ function* takeJob<T>(engine: BullEngine<T>): Generator<unknown, EngineJob<T>, un
       consumer.passOn();
       throw e;
     }
+  }
+}
+
+/** A BullMQ job state as the engine's (`failed` is a dead letter; a prioritized job waits). */
+function stateOf(state: string): JobState {
+  switch (state) {
+    case "delayed":
+    case "active":
+    case "completed":
+      return state;
+    case "failed":
+      return "dead-lettered";
+    default:
+      return "waiting";
   }
 }

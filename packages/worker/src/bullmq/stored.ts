@@ -5,18 +5,23 @@
  */
 import type { DeadLetterReason, JobAttempt } from "../engine.js";
 
-/** What is stored in Redis for one job: the payload and what the worker needs across processes. */
+/**
+ * What is stored in Redis for one job: the payload and what the worker needs across processes.
+ * Only what differs from a fresh job is written (a no-op job's record stays as small as a plain
+ * BullMQ job's): a missing field reads as its default.
+ */
 export interface StoredJob<T> {
   payload: T;
-  /** The next delivery's number. */
-  attempt: number;
-  attempts: number | null;
-  /** `null` for no deadline (JSON has no Infinity). */
-  deadlineAt: number | null;
-  addedAt: number;
-  history: StoredAttempt[];
-  /** Tells this `add` from an earlier one with the same id. */
-  nonce: string;
+  /** The next delivery's number (default 1). */
+  attempt?: number;
+  /** The job's own attempt limit (default: the worker's). */
+  attempts?: number;
+  /** The job's deadline (default: none; JSON has no Infinity). */
+  deadlineAt?: number;
+  /** The failed attempts so far (default none). */
+  history?: StoredAttempt[];
+  /** Tells this `add` from an earlier one with the same id (jobs added with an id only). */
+  nonce?: string;
   deadReason?: DeadLetterReason;
   deadError?: StoredError;
 }

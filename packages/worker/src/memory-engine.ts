@@ -188,7 +188,8 @@ export class MemoryEngine<T> implements QueueEngine<T> {
     this.active++;
     this.changes.notify();
     const { id, data, attempt, attempts, deadlineAt, priority, addedAt } = rec;
-    return { id, data, attempt, attempts, deadlineAt, priority, addedAt, history: rec.history.slice() };
+    const history = rec.history.length === 0 ? NO_HISTORY : rec.history.slice();
+    return { id, data, attempt, attempts, deadlineAt, priority, addedAt, history };
   }
 
   idle(): Operation<void> {
@@ -298,6 +299,7 @@ export class MemoryEngine<T> implements QueueEngine<T> {
 }
 
 const call = <R>(fn: () => R): R => fn();
+const NO_HISTORY: readonly JobAttempt[] = Object.freeze([]);
 const addJob = <T>(engine: MemoryEngine<T>, data: T, options: EngineAddOptions) =>
   engine.addWhenRoom(data, options);
 const takeJob = <T>(engine: MemoryEngine<T>) => engine.takeWhenDue();

@@ -26,6 +26,7 @@ export interface Held<T> {
  * engine extends the locks of its jobs itself, and keeps their cancellation itself (`Held`).
  */
 interface Internals<T> {
+  createJob(data: unknown, id: string): BullJob<StoredJob<T>>;
   updateDelays(limitDelayMs?: number, delayUntil?: number): void;
   nextJobFromJobData(data?: unknown, id?: string, token?: string): Promise<BullJob<StoredJob<T>> | undefined>;
 }
@@ -100,7 +101,13 @@ export class Consumer<T> {
     if (!Array.isArray(next)) return;
     const [data, id, limitDelayMs, delayUntil] = next as [unknown, string, number, number];
     this.internals.updateDelays(limitDelayMs, delayUntil);
-    const job = await this.internals.nextJobFromJobData(data, id, token);
+    // A plain job is made at once; a repeatable one (added through BullMQ itself) goes through
+    // BullMQ's own path, which schedules its next run.
+    let job: BullJob<StoredJob<T>> | undefined;
+    if (data && !(data as { repeatJobKey?: unknown }).repeatJobKey) {
+      job = this.internals.createJob(data, id);
+      job.token = token;
+    } else job = await this.internals.nextJobFromJobData(data, id, token);
     if (job) {
       this.arrive(job, token);
       this.wakeOne();

@@ -2,11 +2,12 @@
  * `Consumer`: one BullMQ `Worker` used as a job source. Jobs are fetched by hand, one blocking fetch
  * at a time, or handed over by the Redis call that ended the previous job (`fetchNext`, as BullMQ's
  * own loop does it: one round trip per job instead of two); a job fetched before a `take` asks for
- * it waits in `ready` (still locked and tracked), and is put back when the consumer closes.
+ * it waits in `fetched` (still locked), and is put back when the consumer closes.
  * @module
  */
 import { action, type Operation } from "@keel/core";
 import type { Job as BullJob, Worker as BullWorker } from "bullmq";
+import { lastErrorOf, whenReady } from "./connect.js";
 import type { StoredJob } from "./stored.js";
 
 /** A job this process holds active in Redis, with the token that locks it. */
@@ -32,9 +33,9 @@ interface Internals<T> {
 }
 
 export class Consumer<T> {
-  // Invariant: every job in `ready` is in `held` (locked with its token, tracked); `ready` plus the
-  // fetch in flight never exceeds the slots its worker has free (see `take` in the engine).
-  readonly ready: Held<T>[] = [];
+  // Invariant: every job in `fetched` is in `held` (locked with its token); `fetched` plus the fetch
+  // in flight never exceeds the slots its worker has free (see `take` in the engine).
+  readonly fetched: Held<T>[] = [];
   closing = false;
   private fetching: Promise<void> | null = null;
   private failure: { error: unknown } | null = null;
@@ -42,13 +43,36 @@ export class Consumer<T> {
   private readonly releasing: Promise<unknown>[] = [];
   private seq = 0;
   private readonly internals: Internals<T>;
+  /** Set once the worker's connections answered (see `connected`). */
+  private ready = false;
+  private readonly lastError: () => unknown;
 
   constructor(
     readonly worker: BullWorker<StoredJob<T>>,
     private readonly held: Map<string, Held<T>>,
     private readonly name: string,
+    private readonly redis: string,
+    private readonly connectTimeoutMs: number,
   ) {
     this.internals = worker as unknown as Internals<T>;
+    this.lastError = lastErrorOf(worker);
+  }
+
+  /** Whether the first take must wait for the connections (see `connected`). */
+  get connecting(): boolean {
+    return !this.ready;
+  }
+
+  /** Waits for the worker's own connections, at most `connectTimeoutMs` (`RedisUnavailableError`). */
+  *connected(): Generator<unknown, void, unknown> {
+    yield* whenReady(
+      this.worker,
+      `bullmq ${this.name}: a worker`,
+      this.redis,
+      this.connectTimeoutMs,
+      this.lastError,
+    );
+    this.ready = true;
   }
 
   /** A fresh lock token (BullMQ's own form: the worker's id and a counter). */
@@ -63,7 +87,7 @@ export class Consumer<T> {
       this.failure = null;
       throw error;
     }
-    return this.ready.shift() ?? null;
+    return this.fetched.shift() ?? null;
   }
 
   /** Starts one blocking fetch unless one is in flight. */
@@ -127,7 +151,10 @@ export class Consumer<T> {
   async close(force: boolean): Promise<void> {
     this.closing = true;
     this.wakeAll();
-    for (const h of this.ready.splice(0)) this.release(h);
+    // Never connected: nothing to put back; BullMQ's close of a connection still being made
+    // disconnects it (no wait for Redis).
+    if (!this.ready) return this.worker.close(true);
+    for (const h of this.fetched.splice(0)) this.release(h);
     if (!force) await this.fetching;
     await Promise.all(this.releasing);
     await this.worker.close(force);
@@ -137,7 +164,7 @@ export class Consumer<T> {
     const h: Held<T> = { job, token, consumer: this, onCancel: null, cancelled: null };
     this.held.set(job.id ?? "", h);
     if (this.closing) this.release(h);
-    else this.ready.push(h);
+    else this.fetched.push(h);
   }
 
   private release(h: Held<T>): void {
@@ -147,7 +174,7 @@ export class Consumer<T> {
 
   /** A take cancelled while it waited: its wake, if it had one, goes to another taker. */
   passOn(): void {
-    if (this.ready.length > 0 || !this.fetching) this.wakeOne();
+    if (this.fetched.length > 0 || !this.fetching) this.wakeOne();
   }
 
   private wakeOne(): void {

@@ -31,7 +31,8 @@ export class BullEngine<T> implements QueueEngine<T> {
     readonly name: string,
     private readonly queue: BullQueue<StoredJob<T>>,
     private readonly makeWorker: () => BullWorker<StoredJob<T>>,
-    private readonly now: () => number,
+    /** Where Redis is (for messages), and how long a worker's first take waits for it. */
+    private readonly redis: { describe: string; connectTimeoutMs: number },
   ) {}
 
   /** The consumer of the worker now running here; made on its first take, gone at its close. */
@@ -40,7 +41,8 @@ export class BullEngine<T> implements QueueEngine<T> {
   current(): Consumer<T> {
     if (!this.consumer) {
       const worker = this.makeWorker();
-      this.consumer = new Consumer<T>(worker, this.active, this.name);
+      const { describe, connectTimeoutMs } = this.redis;
+      this.consumer = new Consumer<T>(worker, this.active, this.name, describe, connectTimeoutMs);
       // Jobs are fetched by hand, so BullMQ's stalled check (which redelivers the jobs of a dead
       // process) runs only if started explicitly.
       void worker.startStalledCheckTimer().catch(() => {});
@@ -78,13 +80,6 @@ export class BullEngine<T> implements QueueEngine<T> {
     return { id: o.id, added: false, state: stateOf(await kept.getState()) };
   }
 
-  /**
-   * The next job: one fetched ahead (by the call that ended the previous one) if there is one, else
-   * from one blocking fetch. The worker takes only with a free slot, and a job is fetched ahead only
-   * in the slot of the job whose end fetched it, so what this process holds stays ≤ concurrency. A
-   * take cancelled while it waits leaves the fetch running: its job waits in `ready` for the next
-   * take, or is put back when the consumer closes.
-   */
   take(): Operation<EngineJob<T>> {
     return new Bound(takeJob<T>, this, undefined, undefined);
   }
@@ -242,11 +237,12 @@ export class BullEngine<T> implements QueueEngine<T> {
  * `take`'s run: a job fetched ahead (by the call that ended the previous one) if there is one, else
  * from one blocking fetch. The worker takes only for a free slot, and a job is fetched ahead only in
  * the slot of the job whose end fetched it, so what this process holds stays ≤ concurrency. A take
- * cancelled while it waits leaves the fetch running: its job waits in `ready` for the next take, or
+ * cancelled while it waits leaves the fetch running: its job waits in `fetched` for the next take, or
  * is put back when the consumer closes.
  */
 function* takeJob<T>(engine: BullEngine<T>): Generator<unknown, EngineJob<T>, unknown> {
   const consumer = engine.current();
+  if (consumer.connecting) yield* consumer.connected();
   for (;;) {
     if (consumer.closing) throw new QueueClosedError(engine.name, "take");
     const h = consumer.next();

@@ -61,11 +61,13 @@ export class MemoryEngine<T> implements QueueEngine<T> {
   private autoId = 0;
   private active = 0;
   private completed = 0;
+  private deadLettered = 0;
   private closed = false;
 
   constructor(
     readonly name: string,
     private readonly capacity: number,
+    private readonly deadLetterLimit: number,
     private readonly clock: Clock,
   ) {
     this.changes = new ChangeSignal(clock);
@@ -246,7 +248,10 @@ export class MemoryEngine<T> implements QueueEngine<T> {
       const rec = this.activeRec(job, "deadLetter");
       this.finish(rec, "dead-lettered");
       const { reason, error, history } = letter;
+      this.deadLettered++;
       this.dead.push({ id: rec.id, data: rec.data, reason, error, history, at: this.clock.now() });
+      // Only the newest are kept (each holds its error objects): a long-running queue stays flat.
+      if (this.dead.length > this.deadLetterLimit) this.dead.shift();
     });
   }
 
@@ -271,7 +276,7 @@ export class MemoryEngine<T> implements QueueEngine<T> {
       delayed: this.delayed.size,
       active: this.active,
       completed: this.completed,
-      deadLettered: this.dead.length,
+      deadLettered: this.deadLettered,
     }));
   }
 

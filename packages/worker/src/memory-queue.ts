@@ -16,6 +16,11 @@ import { type Queue, queueOver } from "./queue.js";
  * `capacity` bounds the jobs held (waiting, delayed and active): an `add` at capacity waits for room,
  * under every deadline above it. Delays run on the runtime's clock, so a virtual clock drives them.
  *
+ * `deadLetterLimit` bounds the dead letters kept for `deadLetters()` (default 1,000: the newest;
+ * each keeps its error objects, a few kB for an HTTP error): a worker that runs for months must not
+ * grow with them. `counts().deadLettered` counts them all; give `useWorker` a `deadLetter` sink to
+ * store each one durably.
+ *
  * @example
  * ```ts
  * import { run } from "@keel/core";
@@ -29,24 +34,30 @@ import { type Queue, queueOver } from "./queue.js";
  * });
  * console.log(done); // ["hello"]
  * ```
- * @throws `TypeError` for a missing or empty `name`; `RangeError` for a `capacity` that is not a whole number ≥ 1.
+ * @throws `TypeError` for a missing or empty `name`; `RangeError` for a `capacity` that is not a
+ * whole number ≥ 1, or a `deadLetterLimit` that is not a whole number ≥ 0.
  */
 export function createMemoryQueue<T>(options: {
   name: string;
   capacity?: number;
+  deadLetterLimit?: number;
 }): Operation<MemoryQueue<T>> {
   const o = checkObject("createMemoryQueue(options)", options);
-  checkKeys("createMemoryQueue(options)", o, ["name", "capacity"]);
+  checkKeys("createMemoryQueue(options)", o, ["name", "capacity", "deadLetterLimit"]);
   if (typeof options.name !== "string" || options.name === "")
     throw invalidType("createMemoryQueue({ name })", "a non-empty string", options.name);
   const capacity =
     options.capacity === undefined
       ? Infinity
       : checkWhole("createMemoryQueue({ capacity })", options.capacity, 1);
+  const deadLetterLimit =
+    options.deadLetterLimit === undefined
+      ? 1000
+      : checkWhole("createMemoryQueue({ deadLetterLimit })", options.deadLetterLimit, 0);
   const name = options.name;
   return resource<MemoryQueue<T>>(
     function* memoryQueue(provide) {
-      const engine = new MemoryEngine<T>(name, capacity, yield* useClock());
+      const engine = new MemoryEngine<T>(name, capacity, deadLetterLimit, yield* useClock());
       try {
         yield* provide({ ...queueOver(engine), idle: () => engine.idle() });
       } finally {

@@ -139,10 +139,10 @@ export function useBullQueue<T>(options: {
 
 /**
  * A queue on Redis: a {@link Queue} plus `obliterate()`, which removes every key of the queue
- * (tests), and `cancelJob(id, reason?)`, BullMQ's own cancellation (`Worker.cancelJob`) of a job
- * this process is running: its Keel task gets `Cancelled`, its cleanup runs, and the job is
+ * (tests), and `cancelJob(id, reason?)`, the cancellation of a job this process holds (running,
+ * or fetched and about to start): its Keel task gets `Cancelled`, its cleanup runs, and the job is
  * dead-lettered as `rejected` with a `JobCancelledError` (a deliberate stop is not retried).
- * Returns false when this process runs no such job.
+ * Returns false when this process holds no such job (it does not cross processes).
  *
  * @example
  * ```ts

@@ -120,22 +120,29 @@ export class Consumer<T> {
     }, `bullmq ${this.name}: waiting for a job`);
   }
 
-  /** The next job's data that a `moveTo…(…, fetchNext)` call returned, locked with `token`. */
-  async handOver(next: unknown, token: string): Promise<void> {
-    if (!Array.isArray(next)) return;
+  /**
+   * The next job's data that a `moveTo…(…, fetchNext)` call returned, locked with `token`: at once
+   * for a plain job (no promise to wait for, on the path of every job); through BullMQ's own async
+   * path for a repeatable one (added through BullMQ itself), which schedules its next run.
+   */
+  handOver(next: unknown, token: string): Promise<void> | undefined {
+    if (!Array.isArray(next)) return undefined;
     const [data, id, limitDelayMs, delayUntil] = next as [unknown, string, number, number];
     this.internals.updateDelays(limitDelayMs, delayUntil);
-    // A plain job is made at once; a repeatable one (added through BullMQ itself) goes through
-    // BullMQ's own path, which schedules its next run.
-    let job: BullJob<StoredJob<T>> | undefined;
     if (data && !(data as { repeatJobKey?: unknown }).repeatJobKey) {
-      job = this.internals.createJob(data, id);
+      const job = this.internals.createJob(data, id);
       job.token = token;
-    } else job = await this.internals.nextJobFromJobData(data, id, token);
-    if (job) {
-      this.arrive(job, token);
-      this.wakeOne();
+      this.received(job, token);
+      return undefined;
     }
+    return this.internals.nextJobFromJobData(data, id, token).then((job) => {
+      if (job) this.received(job, token);
+    });
+  }
+
+  private received(job: BullJob<StoredJob<T>>, token: string): void {
+    this.arrive(job, token);
+    this.wakeOne();
   }
 
   /** Ends the tracking of a job that has left this process. */

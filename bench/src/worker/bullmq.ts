@@ -25,7 +25,7 @@ for (const concurrency of [1, 16]) {
     for (const kind of ["keel", "plain"]) {
       const out = spawnSync(
         process.execPath,
-        ["--import", "tsx", child, kind, String(jobs), String(concurrency)],
+        ["--expose-gc", "--import", "tsx", child, kind, String(jobs), String(concurrency)],
         {
           encoding: "utf8",
         },

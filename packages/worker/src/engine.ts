@@ -200,7 +200,9 @@ export interface EngineCounts {
  *   nothing half-added.
  * - `take` waits until a job is due (its delay passed), then hands over the first by priority, then
  *   by order of becoming due, and marks it active. The worker calls it only when it has a free slot.
- *   A `take` cancelled while it waits takes nothing. It throws `QueueClosedError` once closed.
+ *   A `take` cancelled while it waits takes nothing for the worker: a job it had asked for (BullMQ's
+ *   fetch in flight) waits for the next `take`, or is put back by `close`. It throws
+ *   `QueueClosedError` once closed.
  * - Each active job ends with exactly one of `complete`, `retry`, `deadLetter` or `release`. `retry`
  *   spends an attempt (the next delivery has `attempt + 1` and the record appended to `history`) and
  *   delays the job by `delayMs`; `release` puts it back at once with the same `attempt`.

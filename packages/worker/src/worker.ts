@@ -85,8 +85,8 @@ export interface Worker {
 /**
  * Runs `handler` for the jobs of `queue`, `concurrency` at a time, until the caller's scope ends.
  *
- * - Each delivery is a task named `queue/id` in the worker's scope, its handler a task named
- *   `queue/id attempt k/N` under the deadline `min(job deadline, now + timeoutMs)`: `remaining()` and
+ * - Each delivery is a task named `queue/id attempt k/N`, in one of the worker's `concurrency` slots;
+ *   its handler runs under the deadline `min(job deadline, now + timeoutMs)`: `remaining()` and
  *   every Keel timeout inside see it.
  * - Each job ends exactly once: completed; dead-lettered as `expired` (its deadline passed before or
  *   while it ran), `exhausted` (attempts, `retry.budgetMs` or the time before its deadline spent; the
@@ -94,6 +94,7 @@ export interface Worker {
  *   retryable failure is redelivered after the backoff (or the error's `retryAfterMs`), never past
  *   the job's deadline.
  * - A job is taken only when a slot is free; `stallMs` cuts a delivery with no `job.progress` for that long.
+ * - A job's `id` is an idempotency key: adding one that is held or has ended adds nothing.
  *
  * **Cancellation** (the scope ends: `main`'s SIGTERM, a cancel, a parent's error): the worker stops
  * taking at once, lets in-flight jobs run for up to `drainMs`, then cancels the rest (each unwinds

@@ -104,6 +104,11 @@ export function* deliver<T>(
       transition: "complete",
       durationMs: endedAt - startedAt,
     });
+  } catch (error) {
+    if (isCancelled(error)) throw error;
+    // Outside the handler (an engine call, the dead-letter sink): the worker fails with it, after
+    // its shutdown has drained the other deliveries. This job stays where the engine has it.
+    pool.fail(error);
   } finally {
     pool.end(d);
   }

@@ -3,7 +3,7 @@
  * the shutdown's waits on them.
  * @module
  */
-import type { Clock, Operation, Task } from "@keel/core";
+import { action, type Clock, type Operation, type Task } from "@keel/core";
 import { ChangeSignal } from "./change-signal.js";
 import type { EngineJob, QueueEngine } from "./engine.js";
 import type { WorkerConfig } from "./options.js";
@@ -47,6 +47,12 @@ export class Pool<T> {
   readonly orphans: EngineJob<T>[] = [];
   /** False once the shutdown began: no slot takes again, and no job ends by fetching the next one. */
   taking = true;
+  /**
+   * The first error met outside a handler (an engine call, the dead-letter sink, a take): the
+   * worker fails with it, through its shutdown, so that the other deliveries drain first.
+   */
+  failure: { error: unknown } | null = null;
+  private onFailure: (() => void) | null = null;
   private readonly changes: ChangeSignal;
 
   constructor(
@@ -78,6 +84,23 @@ export class Pool<T> {
     if (!this.inFlight.delete(d)) return;
     if (!d.started) this.orphans.push(d.job);
     this.changes.notify();
+  }
+
+  fail(error: unknown): void {
+    this.failure ??= { error };
+    this.onFailure?.();
+  }
+
+  /** Throws the first `fail`ure once there is one (a task of the worker's own region waits here). */
+  *failed(): Generator<unknown, never, unknown> {
+    if (!this.failure)
+      yield* action<void>((resolve) => {
+        this.onFailure = resolve;
+        return () => {
+          this.onFailure = null;
+        };
+      }, `${this.engine.name}: failing on an error outside a handler`);
+    throw this.failure!.error;
   }
 
   /** Stops taking: a slot waiting in `take` is cancelled now (it takes nothing); a busy one ends after its delivery. */

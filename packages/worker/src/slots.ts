@@ -7,7 +7,7 @@
  * then cuts.
  * @module
  */
-import { isTaskCancelledError, resource, spawn, withCleanupBudget } from "@keel/core";
+import { isCancelled, isTaskCancelledError, resource, spawn, withCleanupBudget } from "@keel/core";
 import { deliver } from "./delivery.js";
 import type { EngineJob } from "./engine.js";
 import { isQueueClosedError } from "./errors.js";
@@ -16,6 +16,11 @@ import type { Pool, Slot } from "./pool.js";
 
 /** Starts the slots of `pool`, in a resource of the caller's scope. */
 export function* useSlots<T>(pool: Pool<T>): Generator<unknown, void, unknown> {
+  // In the worker's own region: an error outside a handler fails the worker from here, so its
+  // shutdown drains the deliveries still running (a failing slot would cancel them at once).
+  yield* spawn(new Bound(failOnError<T>, pool, undefined, undefined), {
+    name: `${pool.engine.name}: errors`,
+  });
   yield* resource<void>(
     function* deliveries(provide) {
       // A delivery's cleanup budget is the worker's `cleanupBudgetMs` (the cut's).
@@ -43,8 +48,10 @@ function* slot<T>(pool: Pool<T>, s: Slot): Generator<unknown, void, unknown> {
     try {
       job = yield* engine.take();
     } catch (e) {
-      if (isQueueClosedError(e)) return;
-      throw e;
+      if (isCancelled(e)) throw e;
+      // A closed queue ends the slot; any other error fails the worker, through its shutdown.
+      if (!isQueueClosedError(e)) pool.fail(e);
+      return;
     } finally {
       s.idle = false;
     }
@@ -57,11 +64,16 @@ function* slot<T>(pool: Pool<T>, s: Slot): Generator<unknown, void, unknown> {
       });
       yield* d.task;
     } catch (e) {
-      // A delivery cut ends cancelled, its outcome settled: the slot goes on.
+      // A delivery cut ends cancelled, its outcome settled: the slot goes on. (A delivery reports
+      // its other errors to the pool rather than failing.)
       if (!isTaskCancelledError(e)) throw e;
     } finally {
       // A delivery ends itself once settled; this is for one whose task ended before it began.
       pool.end(d);
     }
   }
+}
+
+function* failOnError<T>(pool: Pool<T>): Generator<unknown, void, unknown> {
+  yield* pool.failed();
 }

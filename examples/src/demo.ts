@@ -6,7 +6,7 @@
  * same worker on BullMQ, on the Redis at 127.0.0.1:6379 (its own prefix, its keys removed at the end).
  * @module
  */
-import { exponential, main, now, sleep, spawn } from "@keel/core";
+import { exponential, main, now, resource, sleep, spawn } from "@keel/core";
 import { createHttpClient } from "@keel/core/http";
 import { createFaultServer } from "@keel/testing";
 import { createMemoryQueue, type Queue, useWorker } from "@keel/worker";
@@ -24,19 +24,34 @@ const bullmq = process.argv.includes("--bullmq");
 
 type Order = { order: number };
 
+/**
+ * The BullMQ queue on its own prefix, its keys removed when it is torn down: acquired before the
+ * worker, it goes after it (resources go in reverse order), so the worker drains and releases its
+ * jobs before their keys are removed (removed before, a draining job would find its key gone).
+ */
+function useDemoBullQueue() {
+  return resource<Queue<Order>>(function* demoQueue(provide) {
+    const queue = yield* useBullQueue<Order>({
+      name: "orders",
+      connection: { host: "127.0.0.1", port: 6379 },
+      prefix: `keel-demo-${process.pid}`,
+    });
+    try {
+      yield* provide(queue);
+    } finally {
+      yield* queue.obliterate();
+    }
+  });
+}
+
 await main(
   function* demo() {
     const api = yield* createFaultServer(routes, { connectHang: false });
     const client = yield* createHttpClient({ baseUrl: api.url, retry: false, connections: 64 });
-    // With --bullmq: BullMQ on the local Redis, on its own prefix, emptied when the demo ends.
-    const bull = bullmq
-      ? yield* useBullQueue<Order>({
-          name: "orders",
-          connection: { host: "127.0.0.1", port: 6379 },
-          prefix: `keel-demo-${process.pid}`,
-        })
-      : null;
-    const queue: Queue<Order> = bull ?? (yield* createMemoryQueue<Order>({ name: "orders" }));
+    // With --bullmq: BullMQ on the local Redis, on its own prefix, emptied once the worker is gone.
+    const queue: Queue<Order> = bullmq
+      ? yield* useDemoBullQueue()
+      : yield* createMemoryQueue<Order>({ name: "orders" });
     const worker = yield* useWorker(
       queue,
       function* syncOrder(job) {
@@ -57,8 +72,8 @@ await main(
     const engine = bullmq ? " (BullMQ on 127.0.0.1:6379)" : "";
     console.log(`Keel worker demo${engine}: ${jobs} jobs against a flaky API at ${api.url} (Ctrl-C to stop)`);
     const startedAt = yield* now();
-    for (let i = 1; i <= jobs; i++)
-      yield* queue.add({ order: i }, { id: `order-${i}`, ttlMs: i % 100 === 0 ? 300 : 30_000 });
+    // Reports from the start: on Redis, adding 2,000 jobs takes a while, and the worker runs them
+    // as they come.
     const reporter = yield* spawn(function* progress() {
       for (;;) {
         yield* sleep(tty ? 100 : 1000);
@@ -68,6 +83,8 @@ await main(
       }
     });
     try {
+      for (let i = 1; i <= jobs; i++)
+        yield* queue.add({ order: i }, { id: `order-${i}`, ttlMs: i % 100 === 0 ? 300 : 30_000 });
       for (;;) {
         const c = yield* queue.counts();
         if (c.completed + c.deadLettered >= jobs) break;
@@ -80,7 +97,6 @@ await main(
       if (tty) process.stdout.write("\n");
       console.log(progressLine(stats, elapsedMs));
       for (const line of summary(stats, elapsedMs, yield* queue.deadLetters())) console.log(line);
-      if (bull) yield* bull.obliterate();
     }
   },
   { shutdownBudgetMs: drainMs + cleanupBudgetMs + closeCapMs + 2000 },

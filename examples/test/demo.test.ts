@@ -4,7 +4,9 @@
  */
 import { spawn, spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
+import { redisUp } from "../../packages/worker/test/redis.js";
 import { asyncCleanup } from "../src/scenarios/async-cleanup.js";
 import { deadlineTravels } from "../src/scenarios/deadline-travels.js";
 import { hungCleanup } from "../src/scenarios/hung-cleanup.js";
@@ -169,13 +171,42 @@ describe("npm run demo: the worker", () => {
     expect(result.afterSignalMs).toBeLessThan(4000 + 6000);
     expect(result.code).toBe(130);
   }, 90_000);
+
+  it.skipIf(!redisUp)(
+    "with --bullmq, Ctrl-C shuts it down within its budget too, prints what it released, and leaves no key in Redis",
+    async () => {
+      const result = await runDemo(["--bullmq", "--jobs", "20000"], (stdout) => /^done \d+/m.test(stdout));
+
+      expect(result.stdout).toContain("Keel worker demo (BullMQ on 127.0.0.1:6379): 20000 jobs");
+      expect(result.stderr).toBe(
+        "keel: SIGINT received; shutting down (budget 6000 ms; send it again to exit now)\n",
+      );
+      expect(result.stdout).toMatch(
+        /^shutdown: \d+ in flight at the stop, \d+ finished while draining, \d+ released/m,
+      );
+      expect(result.afterSignalMs).toBeLessThan(4000 + 6000);
+      expect(result.code).toBe(130);
+      // The queue's keys go once the worker has drained (a draining job needs its own).
+      expect(await keysOf(`keel-demo-${result.pid}`)).toEqual([]);
+    },
+    90_000,
+  );
 });
+
+async function keysOf(prefix: string): Promise<string[]> {
+  const redis = new Redis({ host: "127.0.0.1", port: 6379, maxRetriesPerRequest: null });
+  try {
+    return await redis.keys(`${prefix}:*`);
+  } finally {
+    redis.disconnect();
+  }
+}
 
 /** Runs the demo as `npm run demo` does; with `interruptWhen`, sends SIGINT once stdout satisfies it. */
 function runDemo(
   args: string[],
   interruptWhen?: (stdout: string) => boolean,
-): Promise<{ code: number | null; stdout: string; stderr: string; afterSignalMs: number }> {
+): Promise<{ code: number | null; stdout: string; stderr: string; afterSignalMs: number; pid: number }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...tsx("examples/src/demo.ts"), ...args], { cwd: repoRoot });
     let stdout = "";
@@ -193,7 +224,13 @@ function runDemo(
     });
     child.on("error", reject);
     child.on("close", (code) =>
-      resolve({ code, stdout, stderr, afterSignalMs: signalledAt ? performance.now() - signalledAt : 0 }),
+      resolve({
+        code,
+        stdout,
+        stderr,
+        afterSignalMs: signalledAt ? performance.now() - signalledAt : 0,
+        pid: child.pid ?? 0,
+      }),
     );
   });
 }

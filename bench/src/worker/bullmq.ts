@@ -15,27 +15,45 @@ const jobs = arg("jobs", 5000);
 const reps = arg("reps", 3);
 const child = fileURLToPath(new URL("./bullmq-child.ts", import.meta.url));
 
-const runs = new Map<string, number[]>();
+interface Sample {
+  runMs: number;
+  cpuMs: number;
+}
+const runs = new Map<string, Sample[]>();
 for (const concurrency of [1, 16]) {
   for (let r = 0; r < reps; r++) {
     for (const kind of ["keel", "plain"]) {
       const out = spawnSync(
         process.execPath,
-        ["--import", "tsx", child, kind, String(jobs), String(concurrency)],
+        ["--expose-gc", "--import", "tsx", child, kind, String(jobs), String(concurrency)],
         {
           encoding: "utf8",
         },
       );
       if (out.status !== 0) throw new Error(`${kind}: ${out.stderr}`);
-      const key = `${kind === "keel" ? "Keel useWorker on useBullQueue" : "plain BullMQ Worker"}, ${concurrency}`;
-      runs.set(key, [...(runs.get(key) ?? []), JSON.parse(out.stdout.trim().split("\n").at(-1)!).runMs]);
+      const key = `${kind} ${concurrency}`;
+      runs.set(key, [...(runs.get(key) ?? []), JSON.parse(out.stdout.trim().split("\n").at(-1)!) as Sample]);
     }
   }
 }
 
 const median = (xs: number[]) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-console.log(`| no-op jobs on Redis (${jobs.toLocaleString("en")}), concurrency | jobs/s |`);
-console.log("| --- | --- |");
-for (const [key, samples] of runs)
-  console.log(`| ${key} | ${Math.round((jobs * 1000) / median(samples)).toLocaleString("en")} |`);
-console.log(`\nmedians of ${reps} samples, each its own process; node ${process.version}`);
+const perSecond = (key: string) => (jobs * 1000) / median(runs.get(key)!.map((s) => s.runMs));
+const cpuPerJobUs = (key: string) => (median(runs.get(key)!.map((s) => s.cpuMs)) * 1000) / jobs;
+console.log(
+  `| no-op jobs on Redis (${jobs.toLocaleString("en")}), concurrency | jobs/s | CPU per job (this process) | Keel / plain |`,
+);
+console.log("| --- | --- | --- | --- |");
+for (const concurrency of [1, 16]) {
+  const keel = perSecond(`keel ${concurrency}`);
+  const plain = perSecond(`plain ${concurrency}`);
+  console.log(
+    `| Keel useWorker on useBullQueue, ${concurrency} | ${Math.round(keel).toLocaleString("en")} | ${Math.round(cpuPerJobUs(`keel ${concurrency}`))} µs | ${(keel / plain).toFixed(2)}x |`,
+  );
+  console.log(
+    `| plain BullMQ Worker, ${concurrency} | ${Math.round(plain).toLocaleString("en")} | ${Math.round(cpuPerJobUs(`plain ${concurrency}`))} µs | |`,
+  );
+}
+console.log(
+  `\nmedians of ${reps} samples, each its own process, the two interleaved; node ${process.version}`,
+);

@@ -3,7 +3,7 @@
  * BullMQ with the real Redis at 127.0.0.1:6379 (skipped with one line saying how to start Redis
  * when it does not answer; failing instead with `KEEL_REQUIRE_REDIS=1`).
  */
-import { constant, type Operation, run, sleep } from "@keel/core";
+import { constant, type Operation, run, sleep, spawn } from "@keel/core";
 import { createVirtualClock } from "@keel/testing";
 import { createMemoryQueue, type Queue, useWorker, type Worker } from "@keel/worker";
 import { useBullQueue } from "@keel/worker/bullmq";
@@ -23,7 +23,9 @@ function* scenario(queue: Queue<string>, until: () => Operation<void>): Generato
   const worker: Worker = yield* useWorker(
     queue,
     function* handle(job) {
-      yield* sleep(5);
+      yield* yield* spawn(function* lookup() {
+        yield* sleep(5);
+      });
       if (job.data === "flaky" && ++flaky === 1) throw Object.assign(new Error("busy"), { status: 503 });
       if (job.data === "bad") throw new TypeError("invalid");
     },
@@ -66,10 +68,15 @@ async function expectJobTelemetry(queue: string): Promise<void> {
     const left = s.attributes["keel.deadline.left_ms"] as number;
     expect(left).toBeGreaterThan(9_000);
     expect(left).toBeLessThanOrEqual(10_000);
-    // The handler's task hangs from the job's span, and the handler's deadline scope under it.
+    // Each delivery is one task named after the job and its attempt: the job's span opens in it, and
+    // the handler's work (it runs in that task, under its deadline) hangs from the job's span.
     const attempt = `${queue}/${s.attributes["keel.job.id"]} attempt ${s.attributes["keel.job.attempt"]}/3`;
-    const handler = spans.find((x) => x.name === attempt && parentOf(x) === idOf(s));
-    expect(handler, attempt).toBeDefined();
+    const delivery = spans.find((x) => x.name === attempt && idOf(x) === parentOf(s));
+    expect(delivery, attempt).toBeDefined();
+    // The handler runs under the delivery's deadline scope, which hangs from the job's span.
+    const scope = spans.find((x) => x.name === "timeout(10000)" && parentOf(x) === idOf(s));
+    const work = spans.filter((x) => x.name === "lookup" && scope && parentOf(x) === idOf(scope));
+    expect(work, `${attempt}: the handler's lookup under the job's span`).toHaveLength(1);
   }
   const failed = spans.find((s) => s.attributes["keel.job.outcome"] === "dead-letter")!;
   expect(failed.attributes["keel.job.reason"]).toBe("rejected");

@@ -12,110 +12,159 @@ import {
   sleep,
   spawn,
   type Task,
+  timeout,
   timeoutAt,
-  withCleanupBudget,
 } from "@keel/core";
 import { invalidType } from "./checks.js";
 import type { DeadLetterReason, EngineJob, JobAttempt } from "./engine.js";
 import { JobCancelledError, JobExpiredError, JobStalledError } from "./errors.js";
+import { Bound } from "./op.js";
 import type { Delivery, Pool } from "./pool.js";
 import type { Job } from "./worker.js";
 
-/** The delivery's body, run shielded from the worker's own cancellation (the shutdown cuts it explicitly). */
-export function* deliver<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, void, unknown> {
-  d.started = true;
-  const { engine, config, clock } = pool;
-  const job = d.job;
-  const startedAt = clock.now();
-  if (job.deadlineAt <= startedAt) {
-    // A job already expired when taken is not run.
-    const error = new JobExpiredError(engine.name, job.id, job.deadlineAt, startedAt);
-    return yield* deadLetter(pool, job, "expired", error, job.history);
-  }
-  d.lastProgressAt = startedAt;
-  const attempts = job.attempts ?? config.attempts;
-  const until = Math.min(job.deadlineAt, startedAt + config.timeoutMs);
-  yield* emitEvent({
-    type: "worker:job",
-    queue: engine.name,
-    jobId: job.id,
-    attempt: job.attempt,
-    transition: "start",
-    attempts,
-    deadlineLeftMs: Math.max(0, until - startedAt),
-  });
-  const view = jobView(pool, d, attempts);
-  const inner: Task<Outcome> = yield* spawn(
-    withCleanupBudget(config.cleanupBudgetMs, () => attempt(until, pool, view)),
-    { name: `${engine.name}/${job.id} attempt ${job.attempt}/${attempts}` },
-  );
-  d.inner = inner;
-  if (d.cut) inner.cancel(`${engine.name}/${job.id}: released at shutdown`);
-  const onAbort = () => {
-    d.cut ??= "cancelled";
-    const reason: unknown = job.signal?.reason;
-    d.cancelReason = typeof reason === "string" ? reason : "cancelJob";
-    inner.cancel(`${engine.name}/${job.id}: cancelled through the queue (${d.cancelReason})`);
-  };
-  if (job.signal?.aborted) onAbort();
-  else job.signal?.addEventListener("abort", onAbort, { once: true });
-  const watchdog =
-    config.stallMs === Infinity ? null : yield* spawn(watchStall(pool, d, inner), { name: "stall watchdog" });
-  let outcome: Outcome;
-  try {
-    outcome = yield* inner;
-  } catch (error) {
-    // Only a cut (the shutdown's or the watchdog's) ends the attempt cancelled.
-    outcome = { ok: false, error };
-  }
-  job.signal?.removeEventListener("abort", onAbort);
-  if (watchdog) yield* watchdog.cancel();
-  yield* settle(pool, d, outcome, startedAt, until, attempts);
-}
-
-function jobView<T>(pool: Pool<T>, d: Delivery<T>, attempts: number): Job<T> {
-  const { id, data, attempt, deadlineAt } = d.job;
-  return {
-    id,
-    data,
-    attempt,
-    attempts,
-    deadline: deadlineAt,
-    queue: pool.engine.name,
-    progress(value: unknown): Operation<void> {
-      return {
-        *[Symbol.iterator]() {
-          d.lastProgressAt = pool.clock.now();
-          yield* pool.engine.progress(d.job, value);
-        },
-      };
-    },
-  };
-}
-
-type Outcome = { ok: true } | { ok: false; error: unknown };
-
 /**
- * The handler's task: its error becomes its value, so that a failed attempt does not fail the
- * delivery's scope (a child's error fails its owner); a cancellation still ends it cancelled.
+ * The delivery's task: the handler under `min(job deadline, now + timeoutMs)`, then the one outcome.
+ * A cut (the shutdown's, the stall watchdog's, the engine's own cancellation) cancels this task
+ * while its handler runs: the outcome is then settled as the task unwinds, within the worker's
+ * cleanup budget (its slot's).
  */
-function* attempt<T>(until: number, pool: Pool<T>, job: Job<T>): Generator<unknown, Outcome, unknown> {
-  // A job added with no deadline: only the worker's own `timeoutMs` bounds it (`warnNoDeadline`
-  // says so, as for an HTTP call bounded only by the client's default total).
-  if (job.deadline === Infinity) {
-    const label = `${job.queue}/${job.id} attempt ${job.attempt}/${job.attempts}`;
-    yield* emitEvent({ type: "deadline:missing", call: "job", label });
-  }
+export function* deliver<T>(
+  pool: Pool<T>,
+  d: Delivery<T>,
+  attempts: number,
+): Generator<unknown, void, unknown> {
+  d.started = true;
   try {
-    yield* timeoutAt(until, () => callHandler(pool, job));
-    return { ok: true };
+    const { engine, config, clock } = pool;
+    const job = d.job;
+    const startedAt = clock.now();
+    if (d.cut === "released") {
+      // Cut by the shutdown before it began: put back, never run.
+      return yield* settle(pool, d, CUT, startedAt, startedAt, attempts);
+    }
+    if (job.deadlineAt <= startedAt) {
+      // A job already expired when taken is not run.
+      const error = new JobExpiredError(engine.name, job.id, job.deadlineAt, startedAt);
+      return yield* deadLetter(pool, job, "expired", error, job.history);
+    }
+    d.lastProgressAt = startedAt;
+    const until = Math.min(job.deadlineAt, startedAt + config.timeoutMs);
+    yield* emitEvent({
+      type: "worker:job",
+      queue: engine.name,
+      jobId: job.id,
+      attempt: job.attempt,
+      transition: "start",
+      attempts,
+      deadlineLeftMs: Math.max(0, until - startedAt),
+    });
+    // From here a cut cancels this task: it is delivered in the handler (or at the watchdog's spawn).
+    d.running = true;
+    const onCancel =
+      engine.onCancel &&
+      ((reason: string) => {
+        d.cancelReason = reason;
+        cut(d, "cancelled", `${engine.name}/${job.id}: cancelled through the queue (${reason})`);
+      });
+    if (onCancel) engine.onCancel?.(job, onCancel);
+    let watchdog: Task<void> | null = null;
+    let failed: Failed | null = null;
+    try {
+      if (config.stallMs !== Infinity)
+        watchdog = yield* spawn(new Bound(watchStall<T>, pool, d, undefined), { name: "stall watchdog" });
+      const view = new JobView(pool, d, attempts);
+      // A job added with no deadline: only the worker's own `timeoutMs` bounds it (`warnNoDeadline`
+      // says so, as for an HTTP call bounded only by the client's default total).
+      if (job.deadlineAt === Infinity)
+        yield* emitEvent({ type: "deadline:missing", call: "job", label: d.task?.name ?? job.id });
+      yield* underDeadline(pool, view, until);
+    } catch (error) {
+      d.running = false;
+      if (onCancel) engine.onCancel?.(job, null);
+      if (!isCancelled(error)) failed = { ok: false, error };
+      else {
+        // A cut settles its outcome while the task unwinds; a cancellation that is not a cut (the
+        // worker torn down without its shutdown) settles nothing: the engine still holds the job.
+        if (d.cut !== null) yield* settle(pool, d, { ok: false, error }, startedAt, until, attempts);
+        throw error;
+      }
+    }
+    d.running = false;
+    if (onCancel) engine.onCancel?.(job, null);
+    if (watchdog) yield* watchdog.cancel();
+    if (failed) return yield* settle(pool, d, failed, startedAt, until, attempts);
+    // Completed: the common outcome, settled here rather than in `settle` (one generator less).
+    const endedAt = clock.now();
+    yield* engine.complete(job, pool.taking);
+    pool.counters.completed++;
+    pool.counters.recordDuration(endedAt - startedAt);
+    yield* emitEvent({
+      type: "worker:job",
+      queue: engine.name,
+      jobId: job.id,
+      attempt: job.attempt,
+      transition: "complete",
+      durationMs: endedAt - startedAt,
+    });
   } catch (error) {
     if (isCancelled(error)) throw error;
-    return { ok: false, error };
+    // Outside the handler (an engine call, the dead-letter sink): the worker fails with it, after
+    // its shutdown has drained the other deliveries. This job stays where the engine has it.
+    pool.fail(error);
+  } finally {
+    pool.end(d);
   }
 }
 
-function* callHandler<T>(pool: Pool<T>, job: Job<T>): Generator<unknown, unknown, unknown> {
+/** Cuts `d`'s handler, if it still runs: cancels the delivery's task, which settles as it unwinds. */
+export function cut<T>(d: Delivery<T>, why: "released" | "stalled" | "cancelled", message: string): void {
+  d.cut ??= why;
+  if (d.running) d.task?.cancel(message);
+}
+
+/** The job as its handler sees it. */
+class JobView<T> implements Job<T> {
+  readonly id: string;
+  readonly data: T;
+  readonly attempt: number;
+  readonly deadline: number;
+  readonly queue: string;
+  readonly #pool: Pool<T>;
+  readonly #delivery: Delivery<T>;
+
+  constructor(
+    pool: Pool<T>,
+    d: Delivery<T>,
+    readonly attempts: number,
+  ) {
+    this.id = d.job.id;
+    this.data = d.job.data;
+    this.attempt = d.job.attempt;
+    this.deadline = d.job.deadlineAt;
+    this.queue = pool.engine.name;
+    this.#pool = pool;
+    this.#delivery = d;
+  }
+
+  progress(value: unknown): Operation<void> {
+    return new Bound(reportProgress<T>, this.#pool, this.#delivery, value);
+  }
+}
+
+function* reportProgress<T>(
+  pool: Pool<T>,
+  d: Delivery<T>,
+  value: unknown,
+): Generator<unknown, void, unknown> {
+  d.lastProgressAt = pool.clock.now();
+  yield* pool.engine.progress(d.job, value);
+}
+
+type Failed = { ok: false; error: unknown };
+const CUT: Failed = { ok: false, error: undefined };
+
+/** The handler's operation under the delivery's deadline. */
+function underDeadline<T>(pool: Pool<T>, job: Job<T>, until: number): Operation<unknown> {
   const op = pool.handler(job);
   if (typeof (op as Operation<unknown> | null)?.[Symbol.iterator] !== "function")
     throw invalidType(
@@ -123,28 +172,26 @@ function* callHandler<T>(pool: Pool<T>, job: Job<T>): Generator<unknown, unknown
       "an operation",
       op,
     );
-  return yield* op;
+  // `timeout(ms)` when the worker's own timeout is the nearer (the common case): its label formats
+  // a whole number, where `timeoutAt`'s formats an instant (a fractional epoch on the real clock).
+  return until === job.deadline ? timeoutAt(until, op) : timeout(pool.config.timeoutMs, op);
 }
 
-function* watchStall<T>(
-  pool: Pool<T>,
-  d: Delivery<T>,
-  inner: Task<unknown>,
-): Generator<unknown, void, unknown> {
+function* watchStall<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, void, unknown> {
   const { clock, config } = pool;
   for (;;) {
     const quietMs = clock.now() - d.lastProgressAt;
     if (quietMs >= config.stallMs) break;
     yield* sleep(config.stallMs - quietMs);
   }
-  d.cut ??= "stalled";
-  inner.cancel(`${pool.engine.name}/${d.job.id}: no progress for ${config.stallMs} ms`);
+  cut(d, "stalled", `${pool.engine.name}/${d.job.id}: no progress for ${config.stallMs} ms`);
 }
 
+/** A delivery's outcome other than completed. */
 function* settle<T>(
   pool: Pool<T>,
   d: Delivery<T>,
-  outcome: Outcome,
+  outcome: Failed,
   startedAt: number,
   until: number,
   attempts: number,
@@ -153,12 +200,6 @@ function* settle<T>(
   const job = d.job;
   const endedAt = clock.now();
   const base = { type: "worker:job", queue: engine.name, jobId: job.id, attempt: job.attempt } as const;
-  if (outcome.ok) {
-    yield* engine.complete(job);
-    counters.completed++;
-    counters.recordDuration(endedAt - startedAt);
-    return yield* emitEvent({ ...base, transition: "complete", durationMs: endedAt - startedAt });
-  }
   if (d.cut === "released") {
     yield* engine.release(job);
     counters.released++;
@@ -211,7 +252,7 @@ function* deadLetter<T>(
   error: unknown,
   history: readonly JobAttempt[],
 ): Generator<unknown, void, unknown> {
-  yield* pool.engine.deadLetter(job, { reason, error, history });
+  yield* pool.engine.deadLetter(job, { reason, error, history }, pool.taking);
   pool.counters.deadLettered[reason]++;
   yield* emitEvent({
     type: "worker:job",

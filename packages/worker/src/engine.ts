@@ -60,11 +60,6 @@ export interface EngineJob<T> {
   /** When the job was added, on the runtime's clock. */
   readonly addedAt: number;
   readonly history: readonly JobAttempt[];
-  /**
-   * Aborted when the engine's own cancellation asks to stop this delivery (BullMQ: the consumer's
-   * `cancelJob(id, reason)`); the reason is the signal's. Absent when the engine has none.
-   */
-  readonly signal?: AbortSignal;
 }
 
 /**
@@ -90,8 +85,10 @@ export interface EngineAddOptions {
 }
 
 /**
- * What `add` did: `added` is false when a job with that id was already waiting, delayed or active
- * (the idempotency rule: nothing was added).
+ * What `add` did. An `id` is an idempotency key for as long as the engine keeps the job's record:
+ * adding an id that is waiting, delayed or active, or that has ended (completed or dead-lettered),
+ * adds nothing (`added: false`) and leaves that job as it is; `state` says where it stands. An ended
+ * job is never erased by an `add`: its record (a dead letter and its history) stays.
  *
  * @example
  * ```ts
@@ -101,13 +98,28 @@ export interface EngineAddOptions {
  *   const queue = yield* createMemoryQueue<number>({ name: "n" });
  *   return [yield* queue.add(1, { id: "x" }), yield* queue.add(2, { id: "x" })];
  * });
- * console.log(a.added, b.added, b.id); // true false x
+ * console.log(a, b); // { id: "x", added: true, state: "waiting" } { id: "x", added: false, state: "waiting" }
  * ```
  */
 export interface AddResult {
   readonly id: string;
+  /** False when a job with this id already existed: nothing was added. */
   readonly added: boolean;
+  /** The state of the job with this id after the call: the new job's, or the existing one's. */
+  readonly state: JobState;
 }
+
+/**
+ * Where a job stands in its engine's records.
+ *
+ * @example
+ * ```ts
+ * import type { JobState } from "@keel/worker";
+ * const ended = (s: JobState) => s === "completed" || s === "dead-lettered";
+ * console.log(ended("active"), ended("dead-lettered")); // false true
+ * ```
+ */
+export type JobState = "waiting" | "delayed" | "active" | "completed" | "dead-lettered";
 
 /**
  * Why a job was dead-lettered: its deadline passed (`expired`), its attempts, retry budget or the
@@ -182,14 +194,21 @@ export interface EngineCounts {
  * ```
  *
  * Rules every engine keeps (the contract suite pins them):
- * - `add` with an `id` already waiting, delayed or active adds nothing and returns `added: false`.
- *   A payload the engine cannot store is refused at `add`, with nothing half-added.
+ * - `add` with an `id` the engine holds (waiting, delayed, active) or has ended (completed,
+ *   dead-lettered) adds nothing and returns `added: false` with the job's state; an ended job's
+ *   record is never erased by it. A payload the engine cannot store is refused at `add`, with
+ *   nothing half-added.
  * - `take` waits until a job is due (its delay passed), then hands over the first by priority, then
  *   by order of becoming due, and marks it active. The worker calls it only when it has a free slot.
- *   A `take` cancelled while it waits takes nothing. It throws `QueueClosedError` once closed.
+ *   A `take` cancelled while it waits takes nothing for the worker: a job it had asked for (BullMQ's
+ *   fetch in flight) waits for the next `take`, or is put back by `close`. It throws
+ *   `QueueClosedError` once closed.
  * - Each active job ends with exactly one of `complete`, `retry`, `deadLetter` or `release`. `retry`
  *   spends an attempt (the next delivery has `attempt + 1` and the record appended to `history`) and
  *   delays the job by `delayMs`; `release` puts it back at once with the same `attempt`.
+ * - `takingNext` on `complete` and `deadLetter` says the worker will take again in the slot this job
+ *   frees: the engine may fetch the next job in the same round trip (BullMQ does) and hand it to the
+ *   next `take`. A job fetched so and never taken is put back by `close`.
  * - `progress` stores the value (BullMQ: `job.updateProgress`); the worker also treats it as a
  *   heartbeat, so the engine need not.
  * - `close` is a worker saying it is done: the engine frees what it holds for consuming (BullMQ: the
@@ -220,7 +239,7 @@ export interface QueueEngine<T> {
   add(data: T, options: EngineAddOptions): Operation<AddResult>;
   /** Waits for the next due job and marks it active. */
   take(): Operation<EngineJob<T>>;
-  complete(job: EngineJob<T>): Operation<void>;
+  complete(job: EngineJob<T>, takingNext?: boolean): Operation<void>;
   /** Spends the attempt: records it in the job's history and redelivers it after `delayMs`. */
   retry(
     job: EngineJob<T>,
@@ -229,6 +248,7 @@ export interface QueueEngine<T> {
   deadLetter(
     job: EngineJob<T>,
     letter: { reason: DeadLetterReason; error: unknown; history: readonly JobAttempt[] },
+    takingNext?: boolean,
   ): Operation<void>;
   /** Puts the job back at once without spending its attempt (a shutdown's cut, a stop before start). */
   release(job: EngineJob<T>): Operation<void>;
@@ -238,4 +258,11 @@ export interface QueueEngine<T> {
   deadLetters(): Operation<readonly DeadLetter<T>[]>;
   /** The worker is done consuming (see the rules above). */
   close(): Operation<void>;
+  /**
+   * The engine's own cancellation of a job this process runs (BullMQ: the queue's
+   * `cancelJob(id, reason)`): the worker registers `cancel` when a delivery starts and `null` when
+   * it ends; the engine calls it at most once, at once if the cancellation came first. Absent from
+   * an engine that has no cancellation of its own.
+   */
+  onCancel?(job: EngineJob<T>, cancel: ((reason: string) => void) | null): void;
 }

@@ -14,6 +14,7 @@ export type {
   EngineCounts,
   EngineJob,
   JobAttempt,
+  JobState,
   QueueEngine,
 } from "./engine.js";
 export {

@@ -3,21 +3,9 @@
  * contract except surviving a restart.
  * @module
  */
-import { type Clock, type Operation, resource, useClock } from "@keel/core";
-import { ChangeSignal } from "./change-signal.js";
+import { type Operation, resource, useClock } from "@keel/core";
 import { checkKeys, checkObject, checkWhole, invalidType } from "./checks.js";
-import type {
-  AddResult,
-  DeadLetter,
-  DeadLetterReason,
-  EngineAddOptions,
-  EngineCounts,
-  EngineJob,
-  JobAttempt,
-  QueueEngine,
-} from "./engine.js";
-import { QueueClosedError } from "./errors.js";
-import { MinHeap } from "./min-heap.js";
+import { MemoryEngine } from "./memory-engine.js";
 import { type Queue, queueOver } from "./queue.js";
 
 /**
@@ -27,6 +15,11 @@ import { type Queue, queueOver } from "./queue.js";
  *
  * `capacity` bounds the jobs held (waiting, delayed and active): an `add` at capacity waits for room,
  * under every deadline above it. Delays run on the runtime's clock, so a virtual clock drives them.
+ *
+ * `deadLetterLimit` bounds the dead letters kept for `deadLetters()` (default 1,000: the newest;
+ * each keeps its error objects, a few kB for an HTTP error): a worker that runs for months must not
+ * grow with them. `counts().deadLettered` counts them all; give `useWorker` a `deadLetter` sink to
+ * store each one durably.
  *
  * @example
  * ```ts
@@ -41,24 +34,30 @@ import { type Queue, queueOver } from "./queue.js";
  * });
  * console.log(done); // ["hello"]
  * ```
- * @throws `TypeError` for a missing or empty `name`; `RangeError` for a `capacity` that is not a whole number ≥ 1.
+ * @throws `TypeError` for a missing or empty `name`; `RangeError` for a `capacity` that is not a
+ * whole number ≥ 1, or a `deadLetterLimit` that is not a whole number ≥ 0.
  */
 export function createMemoryQueue<T>(options: {
   name: string;
   capacity?: number;
+  deadLetterLimit?: number;
 }): Operation<MemoryQueue<T>> {
   const o = checkObject("createMemoryQueue(options)", options);
-  checkKeys("createMemoryQueue(options)", o, ["name", "capacity"]);
+  checkKeys("createMemoryQueue(options)", o, ["name", "capacity", "deadLetterLimit"]);
   if (typeof options.name !== "string" || options.name === "")
     throw invalidType("createMemoryQueue({ name })", "a non-empty string", options.name);
   const capacity =
     options.capacity === undefined
       ? Infinity
       : checkWhole("createMemoryQueue({ capacity })", options.capacity, 1);
+  const deadLetterLimit =
+    options.deadLetterLimit === undefined
+      ? 1000
+      : checkWhole("createMemoryQueue({ deadLetterLimit })", options.deadLetterLimit, 0);
   const name = options.name;
   return resource<MemoryQueue<T>>(
     function* memoryQueue(provide) {
-      const engine = new MemoryEngine<T>(name, capacity, yield* useClock());
+      const engine = new MemoryEngine<T>(name, capacity, deadLetterLimit, yield* useClock());
       try {
         yield* provide({ ...queueOver(engine), idle: () => engine.idle() });
       } finally {
@@ -85,237 +84,4 @@ export function createMemoryQueue<T>(options: {
  */
 export interface MemoryQueue<T> extends Queue<T> {
   idle(): Operation<void>;
-}
-
-interface Rec<T> {
-  readonly id: string;
-  readonly data: T;
-  attempt: number;
-  readonly attempts: number | undefined;
-  readonly deadlineAt: number;
-  readonly priority: number;
-  readonly addedAt: number;
-  readonly history: JobAttempt[];
-  state: "waiting" | "delayed" | "active";
-  readyAt: number;
-  /** Order of becoming due, for FIFO within a priority. */
-  seq: number;
-  progress: unknown;
-}
-
-const byDue = <T>(a: Rec<T>, b: Rec<T>) => a.readyAt - b.readyAt || a.seq - b.seq;
-const byPriority = <T>(a: Rec<T>, b: Rec<T>) => a.priority - b.priority || a.seq - b.seq;
-
-class MemoryEngine<T> implements QueueEngine<T> {
-  // Invariant: `jobs` holds exactly the waiting, delayed and active records (the idempotency set).
-  private readonly jobs = new Map<string, Rec<T>>();
-  private readonly ready = new MinHeap<Rec<T>>(byPriority);
-  private readonly delayed = new MinHeap<Rec<T>>(byDue);
-  private readonly dead: DeadLetter<T>[] = [];
-  private readonly changes: ChangeSignal;
-  private seq = 0;
-  private autoId = 0;
-  private active = 0;
-  private completed = 0;
-  private closed = false;
-
-  constructor(
-    readonly name: string,
-    private readonly capacity: number,
-    private readonly clock: Clock,
-  ) {
-    this.changes = new ChangeSignal(clock);
-  }
-
-  add(data: T, options: EngineAddOptions): Operation<AddResult> {
-    const engine = this;
-    return {
-      *[Symbol.iterator]() {
-        while (!engine.closed && engine.jobs.size >= engine.capacity && !engine.jobs.has(options.id ?? ""))
-          yield* engine.changes.wait(`queue ${engine.name}: full (${engine.capacity})`);
-        if (engine.closed) throw new QueueClosedError(engine.name, "add");
-        return engine.insert(data, options);
-      },
-    };
-  }
-
-  private insert(data: T, options: EngineAddOptions): AddResult {
-    let id = options.id;
-    if (id === undefined) {
-      do id = String(++this.autoId);
-      while (this.jobs.has(id));
-    } else if (this.jobs.has(id)) return { id, added: false };
-    const at = this.clock.now();
-    const rec: Rec<T> = {
-      id,
-      data,
-      attempt: 1,
-      attempts: options.attempts,
-      deadlineAt: options.deadlineAt,
-      priority: options.priority,
-      addedAt: at,
-      history: [],
-      state: "waiting",
-      readyAt: at + options.delayMs,
-      seq: 0,
-      progress: undefined,
-    };
-    this.jobs.set(id, rec);
-    this.enqueue(rec);
-    return { id, added: true };
-  }
-
-  private enqueue(rec: Rec<T>): void {
-    rec.seq = ++this.seq;
-    if (rec.readyAt > this.clock.now()) {
-      rec.state = "delayed";
-      this.delayed.push(rec);
-    } else {
-      rec.state = "waiting";
-      this.ready.push(rec);
-    }
-    this.changes.notify();
-  }
-
-  take(): Operation<EngineJob<T>> {
-    const engine = this;
-    return {
-      *[Symbol.iterator]() {
-        for (;;) {
-          if (engine.closed) throw new QueueClosedError(engine.name, "take");
-          const rec = engine.next();
-          // Nothing suspends between taking the record and returning it: a cancelled take takes nothing.
-          if (rec) return engine.deliver(rec);
-          yield* engine.changes.wait(
-            `queue ${engine.name}: waiting for a job`,
-            engine.delayed.peek()?.readyAt,
-          );
-        }
-      },
-    };
-  }
-
-  private next(): Rec<T> | undefined {
-    const at = this.clock.now();
-    for (let d = this.delayed.peek(); d && d.readyAt <= at; d = this.delayed.peek()) {
-      this.delayed.pop();
-      d.state = "waiting";
-      d.seq = ++this.seq;
-      this.ready.push(d);
-    }
-    return this.ready.pop();
-  }
-
-  private deliver(rec: Rec<T>): EngineJob<T> {
-    rec.state = "active";
-    this.active++;
-    this.changes.notify();
-    const { id, data, attempt, attempts, deadlineAt, priority, addedAt } = rec;
-    return { id, data, attempt, attempts, deadlineAt, priority, addedAt, history: rec.history.slice() };
-  }
-
-  idle(): Operation<void> {
-    return this.changes.wait(`queue ${this.name}: watching`);
-  }
-
-  private activeRec(job: EngineJob<T>, op: string): Rec<T> {
-    const rec = this.jobs.get(job.id);
-    if (rec?.state !== "active" || rec.attempt !== job.attempt)
-      throw invalidType(
-        `queue(${this.name}).engine.${op}(job)`,
-        "a job this engine delivered and still active",
-        job.id,
-      );
-    return rec;
-  }
-
-  private finish(rec: Rec<T>): void {
-    this.jobs.delete(rec.id);
-    this.active--;
-    this.changes.notify();
-  }
-
-  complete(job: EngineJob<T>): Operation<void> {
-    return this.sync(() => {
-      this.finish(this.activeRec(job, "complete"));
-      this.completed++;
-    });
-  }
-
-  retry(job: EngineJob<T>, f: { delayMs: number; error: unknown; startedAt: number; endedAt: number }) {
-    return this.sync(() => {
-      const rec = this.activeRec(job, "retry");
-      rec.history.push({
-        attempt: rec.attempt,
-        startedAt: f.startedAt,
-        endedAt: f.endedAt,
-        error: f.error,
-        delayMs: f.delayMs,
-      });
-      rec.attempt++;
-      rec.readyAt = this.clock.now() + f.delayMs;
-      this.active--;
-      this.enqueue(rec);
-    });
-  }
-
-  deadLetter(
-    job: EngineJob<T>,
-    letter: { reason: DeadLetterReason; error: unknown; history: readonly JobAttempt[] },
-  ) {
-    return this.sync(() => {
-      const rec = this.activeRec(job, "deadLetter");
-      this.finish(rec);
-      const { reason, error, history } = letter;
-      this.dead.push({ id: rec.id, data: rec.data, reason, error, history, at: this.clock.now() });
-    });
-  }
-
-  release(job: EngineJob<T>): Operation<void> {
-    return this.sync(() => {
-      const rec = this.activeRec(job, "release");
-      rec.readyAt = this.clock.now();
-      this.active--;
-      this.enqueue(rec);
-    });
-  }
-
-  progress(job: EngineJob<T>, value: unknown): Operation<void> {
-    return this.sync(() => {
-      this.activeRec(job, "progress").progress = value;
-    });
-  }
-
-  counts(): Operation<EngineCounts> {
-    return this.sync(() => ({
-      waiting: this.ready.size,
-      delayed: this.delayed.size,
-      active: this.active,
-      completed: this.completed,
-      deadLettered: this.dead.length,
-    }));
-  }
-
-  deadLetters(): Operation<readonly DeadLetter<T>[]> {
-    return this.sync(() => this.dead.slice());
-  }
-
-  /** Nothing is held per worker here: the records live until the queue's scope ends (`closeNow`). */
-  close(): Operation<void> {
-    return this.sync(() => undefined);
-  }
-
-  closeNow(): void {
-    this.closed = true;
-    this.changes.notify();
-  }
-
-  /** An operation that does its work at once: the memory engine never waits but to take or add. */
-  private sync<R>(fn: () => R): Operation<R> {
-    return {
-      *[Symbol.iterator]() {
-        return fn();
-      },
-    };
-  }
 }

@@ -1,9 +1,9 @@
 /**
  * The worker's state: its deliveries in flight (never more than `concurrency`), its counters, and
- * the waits of the take loop and the shutdown on them.
+ * the shutdown's waits on them.
  * @module
  */
-import type { Clock, Operation, Scope, Task } from "@keel/core";
+import { action, type Clock, type Operation, type Task } from "@keel/core";
 import { ChangeSignal } from "./change-signal.js";
 import type { EngineJob, QueueEngine } from "./engine.js";
 import type { WorkerConfig } from "./options.js";
@@ -13,29 +13,46 @@ import type { Job } from "./worker.js";
 /** One delivery in flight. */
 export interface Delivery<T> {
   readonly job: EngineJob<T>;
-  /** The job's task (`queue/id`), which waits on the shielded delivery. */
+  /** The delivery's task (`queue/id attempt k/N`), the slot's child. */
   task: Task<void> | null;
-  /** The handler's task (`queue/id attempt k/N`), once started. */
-  inner: Task<unknown> | null;
-  /** Set when the delivery began (a job task cancelled before that never ran: it is released). */
+  /** Set when the delivery began (one ended before that never ran: its job is released). */
   started: boolean;
+  /** True while its handler runs: only then does a cut cancel the delivery's task. */
+  running: boolean;
   /**
    * Why the handler was cut, if it was: a shutdown (released), no progress (stalled), or the
    * engine's own cancellation (cancelled, with its reason).
    */
   cut: "released" | "stalled" | "cancelled" | null;
-  cancelReason?: string;
+  cancelReason: string | undefined;
   lastProgressAt: number;
 }
 
 export type Handler<T> = (job: Job<T>) => Operation<unknown>;
 
+/** A slot: a task taking one job at a time; `idle` while it waits in `take`. */
+export interface Slot {
+  task: Task<void> | null;
+  idle: boolean;
+}
+
 export class Pool<T> {
-  // Invariant: inFlight.size ≤ concurrency; a delivery leaves only when its job task has settled.
-  readonly inFlight = new Map<string, Delivery<T>>();
+  // Invariant: inFlight.size ≤ concurrency (one delivery per slot); a delivery leaves when its slot
+  // is done with it.
+  readonly inFlight = new Set<Delivery<T>>();
   readonly counters = new Counters();
-  /** Jobs whose task was cancelled before its delivery began: the shutdown releases them. */
+  /** `concurrency` of them. */
+  readonly slots: Slot[] = [];
+  /** Jobs whose delivery ended before it began (its task cancelled first): the shutdown releases them. */
   readonly orphans: EngineJob<T>[] = [];
+  /** False once the shutdown began: no slot takes again, and no job ends by fetching the next one. */
+  taking = true;
+  /**
+   * The first error met outside a handler (an engine call, the dead-letter sink, a take): the
+   * worker fails with it, through its shutdown, so that the other deliveries drain first.
+   */
+  failure: { error: unknown } | null = null;
+  private onFailure: (() => void) | null = null;
   private readonly changes: ChangeSignal;
 
   constructor(
@@ -43,24 +60,53 @@ export class Pool<T> {
     readonly handler: Handler<T>,
     readonly config: WorkerConfig<T>,
     readonly clock: Clock,
-    readonly scope: Scope,
-    readonly spawnJob: (pool: Pool<T>, d: Delivery<T>) => Task<void>,
   ) {
     this.changes = new ChangeSignal(clock);
   }
 
-  /** Starts a delivery at once (no suspension: a job taken is always accounted for). */
-  start(job: EngineJob<T>): void {
-    const d: Delivery<T> = { job, task: null, inner: null, started: false, cut: null, lastProgressAt: 0 };
-    this.inFlight.set(job.id, d);
-    const task = this.spawnJob(this, d);
-    d.task = task;
-    const settled = () => {
-      if (!d.started) this.orphans.push(job);
-      this.inFlight.delete(job.id);
-      this.changes.notify();
+  /** A job a slot has taken (no suspension between the take and this: a job taken is accounted for). */
+  begin(job: EngineJob<T>): Delivery<T> {
+    const d: Delivery<T> = {
+      job,
+      task: null,
+      started: false,
+      running: false,
+      cut: null,
+      cancelReason: undefined,
+      lastProgressAt: 0,
     };
-    task.then(settled, settled);
+    this.inFlight.add(d);
+    return d;
+  }
+
+  /** `d` has ended (its outcome settled), or its task ended before it began; idempotent. */
+  end(d: Delivery<T>): void {
+    if (!this.inFlight.delete(d)) return;
+    if (!d.started) this.orphans.push(d.job);
+    this.changes.notify();
+  }
+
+  fail(error: unknown): void {
+    this.failure ??= { error };
+    this.onFailure?.();
+  }
+
+  /** Throws the first `fail`ure once there is one (a task of the worker's own region waits here). */
+  *failed(): Generator<unknown, never, unknown> {
+    if (!this.failure)
+      yield* action<void>((resolve) => {
+        this.onFailure = resolve;
+        return () => {
+          this.onFailure = null;
+        };
+      }, `${this.engine.name}: failing on an error outside a handler`);
+    throw this.failure!.error;
+  }
+
+  /** Stops taking: a slot waiting in `take` is cancelled now (it takes nothing); a busy one ends after its delivery. */
+  stopTaking(): void {
+    this.taking = false;
+    for (const s of this.slots) if (s.idle) s.task?.cancel();
   }
 
   /** Waits until a delivery ends or `at` passes (whichever first). */

@@ -6,6 +6,7 @@
 import { now, type Operation } from "@keel/core";
 import { checkKeys, checkMs, checkObject, checkWhole, invalidRange, invalidType } from "./checks.js";
 import type { AddResult, DeadLetter, EngineCounts, QueueEngine } from "./engine.js";
+import { Bound } from "./op.js";
 
 /**
  * How a job is added. Give `deadlineAt` (absolute, on the runtime's clock) or `ttlMs` (from now),
@@ -20,11 +21,14 @@ import type { AddResult, DeadLetter, EngineCounts, QueueEngine } from "./engine.
  *   const queue = yield* createMemoryQueue<{ invoice: number }>({ name: "invoices" });
  *   return yield* queue.add({ invoice: 42 }, options);
  * });
- * console.log(r); // { id: "invoice-42", added: true }
+ * console.log(r); // { id: "invoice-42", added: true, state: "delayed" }
  * ```
  */
 export interface AddOptions {
-  /** An idempotency key: adding an id already waiting, delayed or active adds nothing. */
+  /**
+   * An idempotency key: adding an id the queue holds (waiting, delayed, active) or has ended
+   * (completed, dead-lettered) adds nothing, and the result says where that job stands.
+   */
   id?: string;
   /** The job's deadline, absolute on the runtime's clock; past it the job is dead-lettered as `expired`. */
   deadlineAt?: number;
@@ -55,7 +59,7 @@ export interface AddOptions {
  */
 export interface Queue<T> {
   readonly name: string;
-  /** Adds a job; `added: false` when its `id` is already waiting, delayed or active. */
+  /** Adds a job; `added: false` when its `id` is already taken (held or ended), with that job's state. */
   add(data: T, options?: AddOptions): Operation<AddResult>;
   counts(): Operation<EngineCounts>;
   deadLetters(): Operation<readonly DeadLetter<T>[]>;
@@ -67,15 +71,16 @@ const ADD_KEYS = ["id", "deadlineAt", "ttlMs", "attempts", "priority", "delayMs"
 
 /** The queue over `engine`, with `add`'s checks. */
 export function queueOver<T>(engine: QueueEngine<T>): Queue<T> {
+  const where = `queue(${engine.name}).add(data, options)`;
+  const whereOptions = `${where} options`;
   return {
     name: engine.name,
     engine,
     counts: () => engine.counts(),
     deadLetters: () => engine.deadLetters(),
     add(data: T, options: AddOptions = {}): Operation<AddResult> {
-      const where = `queue(${engine.name}).add(data, options)`;
-      const o = checkObject(`${where} options`, options);
-      checkKeys(`${where} options`, o, ADD_KEYS);
+      const o = checkObject(whereOptions, options);
+      checkKeys(whereOptions, o, ADD_KEYS);
       if (options.id !== undefined && (typeof options.id !== "string" || options.id === ""))
         throw invalidType(`${where} { id }`, "a non-empty string", options.id);
       if (options.deadlineAt !== undefined && options.ttlMs !== undefined)
@@ -94,20 +99,24 @@ export function queueOver<T>(engine: QueueEngine<T>): Queue<T> {
       if (options.priority !== undefined) checkWhole(`${where} { priority }`, options.priority, 0);
       if (options.delayMs !== undefined)
         checkMs(`${where} { delayMs }`, options.delayMs, { allowInfinity: false });
-      return {
-        *[Symbol.iterator]() {
-          const at = yield* now();
-          const deadlineAt =
-            options.deadlineAt ?? (options.ttlMs === undefined ? Infinity : at + options.ttlMs);
-          return yield* engine.add(data, {
-            id: options.id,
-            deadlineAt,
-            attempts: options.attempts,
-            priority: options.priority ?? 0,
-            delayMs: options.delayMs ?? 0,
-          });
-        },
-      };
+      return new Bound(addWithDeadline<T>, engine, data, options);
     },
   };
+}
+
+/** `add`'s run: the deadline from `ttlMs` counts from now, on the runtime's clock. */
+function* addWithDeadline<T>(
+  engine: QueueEngine<T>,
+  data: T,
+  options: AddOptions,
+): Generator<unknown, AddResult, unknown> {
+  const at = yield* now();
+  const deadlineAt = options.deadlineAt ?? (options.ttlMs === undefined ? Infinity : at + options.ttlMs);
+  return yield* engine.add(data, {
+    id: options.id,
+    deadlineAt,
+    attempts: options.attempts,
+    priority: options.priority ?? 0,
+    delayMs: options.delayMs ?? 0,
+  });
 }

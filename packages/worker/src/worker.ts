@@ -9,22 +9,18 @@ import {
   type Operation,
   race,
   resource,
-  shield,
   sleep,
   snapshot,
-  spawn,
-  type Task,
   useClock,
-  useScope,
   withCleanupBudget,
 } from "@keel/core";
 import { invalidType } from "./checks.js";
-import { deliver } from "./delivery.js";
-import type { EngineJob } from "./engine.js";
-import { isQueueClosedError } from "./errors.js";
+import { cut as cutDelivery } from "./delivery.js";
+import { Bound } from "./op.js";
 import { checkWorkerOptions, type WorkerOptions } from "./options.js";
-import { type Delivery, type Handler, Pool } from "./pool.js";
+import { type Handler, Pool } from "./pool.js";
 import type { Queue } from "./queue.js";
+import { useSlots } from "./slots.js";
 import type { ShutdownReport, WorkerStats } from "./stats.js";
 
 /**
@@ -89,8 +85,8 @@ export interface Worker {
 /**
  * Runs `handler` for the jobs of `queue`, `concurrency` at a time, until the caller's scope ends.
  *
- * - Each delivery is a task named `queue/id` in the worker's scope, its handler a task named
- *   `queue/id attempt k/N` under the deadline `min(job deadline, now + timeoutMs)`: `remaining()` and
+ * - Each delivery is a task named `queue/id attempt k/N`, in one of the worker's `concurrency` slots;
+ *   its handler runs under the deadline `min(job deadline, now + timeoutMs)`: `remaining()` and
  *   every Keel timeout inside see it.
  * - Each job ends exactly once: completed; dead-lettered as `expired` (its deadline passed before or
  *   while it ran), `exhausted` (attempts, `retry.budgetMs` or the time before its deadline spent; the
@@ -98,6 +94,7 @@ export interface Worker {
  *   retryable failure is redelivered after the backoff (or the error's `retryAfterMs`), never past
  *   the job's deadline.
  * - A job is taken only when a slot is free; `stallMs` cuts a delivery with no `job.progress` for that long.
+ * - A job's `id` is an idempotency key: adding one that is held or has ended adds nothing.
  *
  * **Cancellation** (the scope ends: `main`'s SIGTERM, a cancel, a parent's error): the worker stops
  * taking at once, lets in-flight jobs run for up to `drainMs`, then cancels the rest (each unwinds
@@ -148,25 +145,18 @@ export function useWorker<T>(
   return resource<Worker>(
     function* worker(provide) {
       yield* withCleanupBudget(shutdownMs + config.cleanupBudgetMs, function* worker() {
-        const pool = new Pool<T>(
-          engine,
-          handler as Handler<T>,
-          config,
-          yield* useClock(),
-          yield* useScope(),
-          spawnJob,
-        );
+        const pool = new Pool<T>(engine, handler as Handler<T>, config, yield* useClock());
+        yield* useSlots(pool);
         let report: ShutdownReport | null = null;
-        const loop = yield* spawn(takeLoop(pool), { name: `${engine.name}: taking jobs` });
         try {
           yield* provide({
-            stats: () => stats(pool),
+            stats: () => new Bound(stats<T>, pool, undefined, undefined),
             get shutdownReport() {
               return report;
             },
           });
         } finally {
-          report = yield* shutdown(pool, loop);
+          report = yield* shutdown(pool);
           config.onShutdown?.(report);
         }
       });
@@ -175,47 +165,12 @@ export function useWorker<T>(
   );
 }
 
-function stats<T>(pool: Pool<T>): Operation<WorkerStats> {
-  return {
-    *[Symbol.iterator]() {
-      const c = yield* pool.engine.counts();
-      return pool.counters.snapshot(pool.inFlight.size, c.waiting + c.delayed);
-    },
-  };
+function* stats<T>(pool: Pool<T>): Generator<unknown, WorkerStats, unknown> {
+  const c = yield* pool.engine.counts();
+  return pool.counters.snapshot(pool.inFlight.size, c.waiting + c.delayed);
 }
 
-function* takeLoop<T>(pool: Pool<T>): Generator<unknown, void, unknown> {
-  const { engine, config } = pool;
-  for (;;) {
-    while (pool.inFlight.size >= config.concurrency)
-      yield* pool.change(`${engine.name}: all ${config.concurrency} slots busy`);
-    let job: EngineJob<T>;
-    try {
-      job = yield* engine.take();
-    } catch (e) {
-      if (isQueueClosedError(e)) return;
-      throw e;
-    }
-    pool.start(job);
-  }
-}
-
-function spawnJob<T>(pool: Pool<T>, d: Delivery<T>): Task<void> {
-  const { config, clock } = pool;
-  const job = d.job;
-  const until = Math.min(job.deadlineAt, clock.now() + config.timeoutMs);
-  // The shield keeps the worker's cancellation from reaching the handler at once: the shutdown
-  // drains, then cuts each delivery itself. Its limit only backs up the delivery's own deadline.
-  const limitMs = Math.max(0, until - clock.now()) + 2 * config.cleanupBudgetMs + config.closeCapMs;
-  function* delivery() {
-    yield* deliver(pool, d);
-  }
-  return pool.scope.spawn(() => shield(delivery, { limitMs }), {
-    name: `${pool.engine.name}/${job.id}`,
-  });
-}
-
-function* shutdown<T>(pool: Pool<T>, loop: Task<void>): Generator<unknown, ShutdownReport, unknown> {
+function* shutdown<T>(pool: Pool<T>): Generator<unknown, ShutdownReport, unknown> {
   const { engine, config, clock, counters } = pool;
   const startedAt = clock.now();
   const releasedBefore = counters.released;
@@ -227,7 +182,8 @@ function* shutdown<T>(pool: Pool<T>, loop: Task<void>): Generator<unknown, Shutd
       inFlight: pool.inFlight.size,
       released: counters.released - releasedBefore,
     });
-  yield* loop.cancel();
+  // Stops taking at once: an idle slot ends now, a busy one once its delivery has ended.
+  pool.stopTaking();
   const inFlightAtStop = pool.inFlight.size;
   yield* event("stop");
   yield* pool.settledBy(startedAt + config.drainMs, `${engine.name}: draining ${pool.inFlight.size} jobs`);
@@ -239,10 +195,8 @@ function* shutdown<T>(pool: Pool<T>, loop: Task<void>): Generator<unknown, Shutd
     cutTree = cut
       .map((d) => (d.task ? formatTaskTree(snapshot(d.task)) : `${engine.name}/${d.job.id}`))
       .join("\n");
-    for (const d of cut) {
-      d.cut = "released";
-      d.inner?.cancel(`${engine.name}/${d.job.id}: released at shutdown`);
-    }
+    // One not begun yet releases its job as it begins; one settling its outcome finishes it.
+    for (const d of cut) cutDelivery(d, "released", `${engine.name}/${d.job.id}: released at shutdown`);
     yield* pool.settledBy(
       clock.now() + config.cleanupBudgetMs,
       `${engine.name}: releasing ${cut.length} jobs`,

@@ -129,7 +129,7 @@ describe("useWorker refuses a handler that is not an operation", () => {
 });
 
 describe("the queue refuses bad input, naming it", () => {
-  it("createMemoryQueue: name and capacity", () => {
+  it("createMemoryQueue: name, capacity and deadLetterLimit", () => {
     expect(() => createMemoryQueue({} as never)).toThrow(
       /createMemoryQueue\(\{ name \}\): expected a non-empty string/,
     );
@@ -137,6 +137,10 @@ describe("the queue refuses bad input, naming it", () => {
     expect(() => createMemoryQueue({ name: "q", capacity: 0 })).toThrow(
       /\{ capacity \}\): expected a whole number ≥ 1, got 0/,
     );
+    for (const deadLetterLimit of [-1, 1.5, "10"])
+      expect(() => createMemoryQueue({ name: "q", deadLetterLimit: deadLetterLimit as never })).toThrow(
+        /createMemoryQueue\(\{ deadLetterLimit \}\): expected a whole number ≥ 0/,
+      );
     expect(() => createMemoryQueue({ name: "q", size: 3 } as never)).toThrow(
       /\{ size \}: expected one of the known options/,
     );

@@ -39,18 +39,22 @@ describe.skipIf(!redisUp)("the BullMQ engine (real Redis)", () => {
       return [yield* queue.add("a", { id: "x" }), yield* queue.add("b", { id: "x" }), yield* queue.counts()];
     });
     expect(r.slice(0, 2)).toEqual([
-      { id: "x", added: true },
-      { id: "x", added: false },
+      { id: "x", added: true, state: "waiting" },
+      { id: "x", added: false, state: "waiting" },
     ]);
     expect(r[2]).toMatchObject({ waiting: 1 });
   });
 
-  it("refuses a lockMs that is not a whole number of milliseconds ≥ 100, naming it", () => {
+  it("refuses a lockMs that is not a whole number of milliseconds ≥ 100, or a connectTimeoutMs < 1, naming it", () => {
     const connection = { host: "127.0.0.1", port: 6379 };
     for (const lockMs of [50, 1.5, "1000"])
       expect(() => useBullQueue({ name: "q", connection, lockMs: lockMs as never })).toThrow(
         /useBullQueue\(\{ lockMs \}\): expected a whole number ≥ 100/,
       );
+    for (const connectTimeoutMs of [0, 2.5, "1000"])
+      expect(() =>
+        useBullQueue({ name: "q", connection, connectTimeoutMs: connectTimeoutMs as never }),
+      ).toThrow(/useBullQueue\(\{ connectTimeoutMs \}\): expected a whole number ≥ 1/);
   });
 
   it("refuses a payload BullMQ cannot store, with nothing added", async () => {

@@ -10,7 +10,7 @@ import { type BullQueueHandle, useBullQueue } from "@keel/worker/bullmq";
 import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { CHILD_TEST_TIMEOUT_MS, startChild } from "../../core/test/support/child.js";
-import { redisUp } from "./redis.js";
+import { redisUp, removeKeys } from "./redis.js";
 
 const fixture = new URL("./fixtures/bull-worker.ts", import.meta.url);
 const connection = { host: "127.0.0.1", port: 6379 };
@@ -20,11 +20,11 @@ function freshPrefix(): string {
 }
 
 /** Opens the fixture's queue in this process (same name, prefix and lock), removing its keys after. */
-function withQueue<R>(
+async function withQueue<R>(
   prefix: string,
   body: (queue: BullQueueHandle<string>, redis: Redis) => Generator<unknown, R, unknown>,
-) {
-  return run(function* test() {
+): Promise<R> {
+  const value = await run(function* test() {
     const redis = new Redis({ ...connection, maxRetriesPerRequest: null });
     const queue = yield* useBullQueue<string>({ name: "crash", connection, prefix, lockMs: 1000 });
     try {
@@ -35,6 +35,9 @@ function withQueue<R>(
       redis.disconnect();
     }
   });
+  // A child's worker, closing as the test ends, may write its queue's `meta` key again.
+  await removeKeys(prefix);
+  return value;
 }
 
 function* waitCompleted(queue: BullQueueHandle<string>, n: number): Generator<unknown, void, unknown> {

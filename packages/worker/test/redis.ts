@@ -22,3 +22,18 @@ if (!redisUp) {
     throw new Error(`KEEL_REQUIRE_REDIS=1 and no Redis at 127.0.0.1:6379: ${START_REDIS}`);
   console.log(`BullMQ suite skipped: no Redis at 127.0.0.1:6379; ${START_REDIS}`);
 }
+
+/**
+ * Removes every key under `prefix` (a test's own): for what a test cannot obliterate through its
+ * queue (a queue that failed to start, a child process that wrote after the obliterate).
+ */
+export async function removeKeys(prefix: string): Promise<void> {
+  const { Redis } = await import("ioredis");
+  const redis = new Redis({ host: "127.0.0.1", port: 6379, maxRetriesPerRequest: null });
+  try {
+    const keys = await redis.keys(`${prefix}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+  } finally {
+    redis.disconnect();
+  }
+}

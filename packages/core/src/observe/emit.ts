@@ -6,6 +6,7 @@ import { invalidRange } from "../errors.js";
 import { currentTask } from "../kernel/current.js";
 import { warnNoDeadline } from "../kernel/deadline-missing.js";
 import type { Operation } from "../kernel/operation.js";
+import { runningTask, type TaskImpl } from "../kernel/task.js";
 import type { KeelEventInput } from "./events.js";
 
 /** Event families a package may emit; the kernel's own (`task:`, `cancel:`, …) stay the kernel's. */
@@ -44,24 +45,45 @@ export type PackageEventInput = Extract<KeelEventInput, { type: `worker:${string
  */
 export function emitEvent(event: PackageEventInput): Operation<void> {
   const type = (event as { type?: unknown } | null)?.type;
-  if (type === "deadline:missing") {
-    const { call, label } = event as Extract<PackageEventInput, { type: "deadline:missing" }>;
-    return {
-      *[Symbol.iterator]() {
-        warnNoDeadline(yield* currentTask("emitEvent(event)"), call, label);
-      },
-    };
-  }
-  if (typeof type !== "string" || !PACKAGE_FAMILIES.some((f) => type.startsWith(f)))
+  if (type !== "deadline:missing" && (typeof type !== "string" || !isPackageFamily(type)))
     throw invalidRange(
       "emitEvent(event)",
       `an event of a package family (${PACKAGE_FAMILIES.join(", ")})`,
       type,
     );
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask("emitEvent(event)");
-      task.emit(event as KeelEventInput);
-    },
-  };
+  return new EmitOperation(event);
+}
+
+function isPackageFamily(type: string): boolean {
+  for (let i = 0; i < PACKAGE_FAMILIES.length; i++) if (type.startsWith(PACKAGE_FAMILIES[i]!)) return true;
+  return false;
+}
+
+/**
+ * Called for every transition of every job: inside a task's step (nearly always) the event is
+ * emitted as the operation is entered, with no generator at all (a literal
+ * `{ *[Symbol.iterator]() {…} }` would make a generator function per call, see kernel/bound-op.ts).
+ */
+class EmitOperation implements Operation<void> {
+  constructor(private readonly event: PackageEventInput) {}
+  [Symbol.iterator](): Iterator<unknown, void, unknown> {
+    const task = runningTask();
+    if (!task) return emitFromAsk(this.event);
+    emitIn(task, this.event);
+    return DONE;
+  }
+}
+
+const DONE: Iterator<unknown, void, unknown> = {
+  next: () => ({ done: true, value: undefined }),
+};
+
+function emitIn(task: TaskImpl<unknown>, event: PackageEventInput): void {
+  if (event.type === "deadline:missing") warnNoDeadline(task, event.call, event.label);
+  else task.emit(event as KeelEventInput);
+}
+
+/** Outside a step (an operation driven by hand): asks the driver for the task, as `currentTask` does. */
+function* emitFromAsk(event: PackageEventInput): Generator<unknown, void, unknown> {
+  emitIn(yield* currentTask("emitEvent(event)"), event);
 }

@@ -4,8 +4,8 @@
  * @module
  */
 import { randomUUID } from "node:crypto";
-import { action, type Operation, until } from "@keel/core";
-import type { Job as BullJob, Queue as BullQueue, Worker as BullWorker } from "bullmq";
+import { type Operation, until } from "@keel/core";
+import type { Queue as BullQueue, Worker as BullWorker } from "bullmq";
 import type {
   AddResult,
   DeadLetter,
@@ -14,188 +14,88 @@ import type {
   EngineCounts,
   EngineJob,
   JobAttempt,
+  JobState,
   QueueEngine,
 } from "../engine.js";
 import { QueueClosedError } from "../errors.js";
-
-/** What is stored in Redis for one job: the payload and what the worker needs across processes. */
-export interface StoredJob<T> {
-  payload: T;
-  /** The next delivery's number. */
-  attempt: number;
-  attempts: number | null;
-  /** `null` for no deadline (JSON has no Infinity). */
-  deadlineAt: number | null;
-  addedAt: number;
-  history: StoredAttempt[];
-  /** Tells this `add` from an earlier one with the same id. */
-  nonce: string;
-  deadReason?: DeadLetterReason;
-  deadError?: StoredError;
-}
-
-/** An error as JSON can hold it: what identifies it (name, message, code), with its cause. */
-interface StoredError {
-  name?: string;
-  message?: string;
-  code?: unknown;
-  cause?: StoredError;
-}
-
-type StoredAttempt = Omit<JobAttempt, "error"> & { error: StoredError };
-
-function storedError(e: unknown, depth = 0): StoredError {
-  const o = (typeof e === "object" && e !== null ? e : { message: String(e) }) as Record<string, unknown>;
-  const stored: StoredError = {
-    name: o.name as string | undefined,
-    message: o.message as string | undefined,
-    code: o.code,
-  };
-  if (o.cause !== undefined && depth < 3) stored.cause = storedError(o.cause, depth + 1);
-  return stored;
-}
-
-/** An `Error` with the stored name, message, code and cause (so `isJobExpiredError` and the like hold). */
-function revive(s: StoredError): Error {
-  const e = new Error(s.message ?? "", s.cause ? { cause: revive(s.cause) } : undefined);
-  if (s.name !== undefined) e.name = s.name;
-  if (s.code !== undefined) Object.assign(e, { code: s.code });
-  return e;
-}
-
-interface Held<T> {
-  job: BullJob<StoredJob<T>>;
-  token: string;
-  consumer: BullWorker<StoredJob<T>>;
-}
-
-/**
- * BullMQ's per-job cancellation lives in the consumer's lock manager, which only its own `run()` loop
- * feeds; fetching by hand, the engine tracks each job there itself (bullmq 6.7, pinned).
- */
-interface LockManager {
-  trackJob(id: string, token: string, ts: number, withController: boolean): AbortController | undefined;
-  untrackJob(id: string): void;
-}
-
-function lockManager(consumer: object): LockManager {
-  return (consumer as unknown as { lockManager: LockManager }).lockManager;
-}
+import { Bound } from "../op.js";
+import { Consumer, type Held } from "./consumer.js";
+import { revive, type StoredAttempt, type StoredJob, storedError } from "./stored.js";
 
 export class BullEngine<T> implements QueueEngine<T> {
-  // Invariant: every job this process holds active is here with the token that locks it, and is
-  // tracked by the consumer that took it (so that its `cancelJob` reaches the job's signal).
+  // Invariant: every job this process holds active is here with the token that locks it (and its
+  // delivery's cut, for `cancelJob`).
   readonly active = new Map<string, Held<T>>();
 
   constructor(
     readonly name: string,
     private readonly queue: BullQueue<StoredJob<T>>,
     private readonly makeWorker: () => BullWorker<StoredJob<T>>,
-    private readonly now: () => number,
+    /** Where Redis is (for messages), and how long a worker's first take waits for it. */
+    private readonly redis: { describe: string; connectTimeoutMs: number },
   ) {}
 
-  /** The BullMQ consumer of the worker now running here; made on its first take, gone at its close. */
-  private consumer: BullWorker<StoredJob<T>> | null = null;
+  /** The consumer of the worker now running here; made on its first take, gone at its close. */
+  private consumer: Consumer<T> | null = null;
 
-  private worker(): BullWorker<StoredJob<T>> {
+  current(): Consumer<T> {
     if (!this.consumer) {
-      this.consumer = this.makeWorker();
+      const worker = this.makeWorker();
+      const { describe, connectTimeoutMs } = this.redis;
+      this.consumer = new Consumer<T>(worker, this.active, this.name, describe, connectTimeoutMs);
       // Jobs are fetched by hand, so BullMQ's stalled check (which redelivers the jobs of a dead
       // process) runs only if started explicitly.
-      void this.consumer.startStalledCheckTimer().catch(() => {});
+      void worker.startStalledCheckTimer().catch(() => {});
     }
     return this.consumer;
   }
 
   add(data: T, o: EngineAddOptions): Operation<AddResult> {
+    return until(this.addJob(data, o));
+  }
+
+  private async addJob(data: T, o: EngineAddOptions): Promise<AddResult> {
+    // Only what differs from a fresh job's defaults is written (see `StoredJob`).
+    const stored: StoredJob<T> = { payload: data };
+    if (o.attempts !== undefined) stored.attempts = o.attempts;
+    if (o.deadlineAt !== Infinity) stored.deadlineAt = o.deadlineAt;
+    const options: { jobId?: string; delay?: number; priority?: number } = {};
+    if (o.delayMs > 0) options.delay = o.delayMs;
+    if (o.priority > 0) options.priority = o.priority;
+    const fresh: JobState = o.delayMs > 0 ? "delayed" : "waiting";
+    if (o.id === undefined) {
+      const job = await this.queue.add("job", stored, options);
+      return { id: job.id ?? "", added: true, state: fresh };
+    }
+    // BullMQ adds nothing for an id it holds, ended jobs included (their records are kept): the
+    // nonce read back tells this add from an earlier one.
     const nonce = randomUUID();
-    const stored: StoredJob<T> = {
-      payload: data,
-      attempt: 1,
-      attempts: o.attempts ?? null,
-      deadlineAt: o.deadlineAt === Infinity ? null : o.deadlineAt,
-      addedAt: this.now(),
-      history: [],
-      nonce,
-    };
-    return until(
-      (async () => {
-        if (o.id !== undefined) {
-          // BullMQ keeps ended jobs under their id; an ended job's id may be added again.
-          const old = await this.queue.getJob(o.id);
-          const state = old ? await old.getState() : null;
-          if (old && (state === "completed" || state === "failed")) await old.remove();
-        }
-        const job = await this.queue.add("job", stored, {
-          jobId: o.id,
-          delay: o.delayMs,
-          priority: o.priority || undefined,
-          attempts: 1,
-          removeOnComplete: false,
-          removeOnFail: false,
-        });
-        const id = job.id ?? "";
-        if (o.id === undefined) return { id, added: true };
-        const kept = await this.queue.getJob(id);
-        return { id, added: kept?.data.nonce === nonce };
-      })(),
-    );
+    stored.nonce = nonce;
+    options.jobId = o.id;
+    await this.queue.add("job", stored, options);
+    const kept = await this.queue.getJob(o.id);
+    // Removed in between (not by this engine, which removes nothing): add again.
+    if (!kept) return this.addJob(data, o);
+    if (kept.data.nonce === nonce) return { id: o.id, added: true, state: fresh };
+    return { id: o.id, added: false, state: stateOf(await kept.getState()) };
   }
 
   take(): Operation<EngineJob<T>> {
-    const engine = this;
-    return {
-      *[Symbol.iterator]() {
-        for (;;) {
-          const token = randomUUID();
-          const consumer = engine.worker();
-          const job = yield* engine.next(consumer, token);
-          if (consumer.closing) throw new QueueClosedError(engine.name, "take");
-          if (job) {
-            const id = job.id ?? "";
-            engine.active.set(id, { job, token, consumer });
-            const signal = lockManager(consumer).trackJob(id, token, Date.now(), true)?.signal;
-            return engine.view(job, signal);
-          }
-        }
-      },
-    };
+    return new Bound(takeJob<T>, this, undefined, undefined);
   }
 
-  /** One blocking fetch; a job that arrives after the take was cancelled goes back at once. */
-  private next(
-    consumer: BullWorker<StoredJob<T>>,
-    token: string,
-  ): Operation<BullJob<StoredJob<T>> | undefined> {
-    return action((resolve, reject) => {
-      let abandoned = false;
-      consumer.getNextJob(token, { block: true }).then(
-        (job) => {
-          if (!abandoned) resolve(job);
-          else if (job) void job.moveToWait(token).catch(() => {});
-        },
-        (e) => {
-          if (!abandoned) reject(e);
-        },
-      );
-      return () => {
-        abandoned = true;
-      };
-    }, `bullmq ${this.name}: waiting for a job`);
-  }
-
-  private view(job: BullJob<StoredJob<T>>, signal: AbortSignal | undefined): EngineJob<T> {
+  /** The job `h` as the worker sees it. */
+  view({ job }: Held<T>): EngineJob<T> {
     const d = job.data;
     return {
       id: job.id ?? "",
       data: d.payload,
-      attempt: d.attempt,
-      attempts: d.attempts ?? undefined,
+      attempt: d.attempt ?? 1,
+      attempts: d.attempts,
       deadlineAt: d.deadlineAt ?? Infinity,
       priority: job.opts.priority ?? 0,
-      addedAt: d.addedAt,
-      history: d.history as JobAttempt[],
-      ...(signal && { signal }),
+      addedAt: job.timestamp,
+      history: (d.history ?? []) as JobAttempt[],
     };
   }
 
@@ -208,28 +108,34 @@ export class BullEngine<T> implements QueueEngine<T> {
   private finish(job: EngineJob<T>, step: (h: Held<T>) => Promise<unknown>) {
     const h = this.held(job);
     return until(
-      step(h).then(() => {
-        this.active.delete(job.id);
-        lockManager(h.consumer).untrackJob(job.id);
+      step(h).then((next) => {
+        h.consumer.untrack(job.id);
+        return h.consumer.handOver(next, h.token);
       }),
     );
   }
 
-  complete(job: EngineJob<T>): Operation<void> {
-    return this.finish(job, (h) => h.job.moveToCompleted(null, h.token, false));
+  /** Whether the call that ends a job may fetch the next one for `h`'s consumer. */
+  private fetchNext(h: Held<T>, takingNext: boolean): boolean {
+    return takingNext && h.consumer === this.consumer && !h.consumer.closing;
+  }
+
+  complete(job: EngineJob<T>, takingNext = false): Operation<void> {
+    return this.finish(job, (h) => h.job.moveToCompleted(null, h.token, this.fetchNext(h, takingNext)));
   }
 
   retry(job: EngineJob<T>, f: { delayMs: number; error: unknown; startedAt: number; endedAt: number }) {
     return this.finish(job, async (h) => {
       const d = h.job.data;
       const record: StoredAttempt = {
-        attempt: d.attempt,
+        attempt: d.attempt ?? 1,
         startedAt: f.startedAt,
         endedAt: f.endedAt,
         error: storedError(f.error),
         delayMs: f.delayMs,
       };
-      await h.job.updateData({ ...d, attempt: d.attempt + 1, history: [...d.history, record] });
+      const history = [...(d.history ?? []), record];
+      await h.job.updateData({ ...d, attempt: (d.attempt ?? 1) + 1, history });
       await h.job.moveToDelayed(Date.now() + f.delayMs, h.token);
     });
   }
@@ -237,13 +143,14 @@ export class BullEngine<T> implements QueueEngine<T> {
   deadLetter(
     job: EngineJob<T>,
     letter: { reason: DeadLetterReason; error: unknown; history: readonly JobAttempt[] },
+    takingNext = false,
   ) {
     return this.finish(job, async (h) => {
       const history = letter.history.map((a) => ({ ...a, error: storedError(a.error) }));
       const deadError = storedError(letter.error);
       await h.job.updateData({ ...h.job.data, deadReason: letter.reason, deadError, history });
       const e = letter.error instanceof Error ? letter.error : new Error(String(letter.error));
-      await h.job.moveToFailed(e, h.token, false);
+      return h.job.moveToFailed(e, h.token, this.fetchNext(h, takingNext));
     });
   }
 
@@ -278,7 +185,7 @@ export class BullEngine<T> implements QueueEngine<T> {
           data: j.data.payload,
           reason: j.data.deadReason ?? "rejected",
           error: j.data.deadError ? revive(j.data.deadError) : j.failedReason,
-          history: j.data.history as JobAttempt[],
+          history: (j.data.history ?? []) as JobAttempt[],
           at: j.finishedOn ?? 0,
         })),
       ),
@@ -292,16 +199,30 @@ export class BullEngine<T> implements QueueEngine<T> {
     );
   }
 
-  /** BullMQ's own cancellation: aborts the signal of a job this process runs; false if none. */
-  cancelJob(id: string, reason?: string): boolean {
-    return this.consumer?.cancelJob(id, reason) ?? false;
+  /** Cancels a job this process holds (its delivery, now or when it starts); false if none. */
+  cancelJob(id: string, reason = "cancelJob"): boolean {
+    const h = this.active.get(id);
+    if (!h) return false;
+    const cancel = h.onCancel;
+    if (cancel) {
+      h.onCancel = null;
+      cancel(reason);
+    } else h.cancelled ??= reason;
+    return true;
   }
 
-  /** Closes the consumer; a later worker on this queue gets a new one. */
+  onCancel(job: EngineJob<T>, cancel: ((reason: string) => void) | null): void {
+    const h = this.active.get(job.id);
+    if (!h) return;
+    if (cancel && h.cancelled !== null) cancel(h.cancelled);
+    else h.onCancel = cancel;
+  }
+
+  /** Closes the consumer (its jobs fetched ahead go back); a later worker on this queue gets a new one. */
   close(): Operation<void> {
     const consumer = this.consumer;
     this.consumer = null;
-    return until(consumer ? consumer.close() : Promise.resolve());
+    return until(consumer ? consumer.close(false) : Promise.resolve());
   }
 
   /** At the queue's end: the consumer, if a worker left one open, without waiting for its fetch. */
@@ -309,5 +230,43 @@ export class BullEngine<T> implements QueueEngine<T> {
     const consumer = this.consumer;
     this.consumer = null;
     return consumer ? consumer.close(true) : Promise.resolve();
+  }
+}
+
+/**
+ * `take`'s run: a job fetched ahead (by the call that ended the previous one) if there is one, else
+ * from one blocking fetch. The worker takes only for a free slot, and a job is fetched ahead only in
+ * the slot of the job whose end fetched it, so what this process holds stays ≤ concurrency. A take
+ * cancelled while it waits leaves the fetch running: its job waits in `fetched` for the next take, or
+ * is put back when the consumer closes.
+ */
+function* takeJob<T>(engine: BullEngine<T>): Generator<unknown, EngineJob<T>, unknown> {
+  const consumer = engine.current();
+  if (consumer.connecting) yield* consumer.connected();
+  for (;;) {
+    if (consumer.closing) throw new QueueClosedError(engine.name, "take");
+    const h = consumer.next();
+    if (h) return engine.view(h);
+    consumer.fetch();
+    try {
+      yield* consumer.arrival();
+    } catch (e) {
+      consumer.passOn();
+      throw e;
+    }
+  }
+}
+
+/** A BullMQ job state as the engine's (`failed` is a dead letter; a prioritized job waits). */
+function stateOf(state: string): JobState {
+  switch (state) {
+    case "delayed":
+    case "active":
+    case "completed":
+      return state;
+    case "failed":
+      return "dead-lettered";
+    default:
+      return "waiting";
   }
 }

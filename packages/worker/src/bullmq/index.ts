@@ -3,14 +3,20 @@
  * worker processes on several machines. `bullmq` and a Redis client (`ioredis`) are optional peers.
  * @module @keel/worker/bullmq
  */
-import { type Operation, resource, sleep, spawn, until, useClock } from "@keel/core";
+import { type Operation, resource, sleep, spawn, until } from "@keel/core";
 import { Queue as BullQueue, Worker as BullWorker, type ConnectionOptions } from "bullmq";
 import { checkKeys, checkObject, checkWhole, invalidType } from "../checks.js";
 import { type Queue, queueOver } from "../queue.js";
-import { BullEngine, type StoredJob } from "./engine.js";
+import { describeRedis, lastErrorOf, whenReady } from "./connect.js";
+import { BullEngine } from "./engine.js";
+import type { StoredJob } from "./stored.js";
+
+export { isRedisUnavailableError, RedisUnavailableError } from "./connect.js";
 
 /** BullMQ's default lock on an active job (and stalled-check period). */
 const LOCK_MS = 30_000;
+/** How long `useBullQueue` (and a worker's first take) waits for Redis to answer. */
+const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * Opens a queue on Redis through BullMQ 6, closed when the caller's scope ends. Jobs, their attempt
@@ -23,6 +29,11 @@ const LOCK_MS = 30_000;
  *
  * **Time**: deadlines are absolute instants of the runtime's clock (the real clock: epoch
  * milliseconds), so the machines sharing a queue need agreeing clocks; delays are Redis-side.
+ *
+ * **Redis down at start**: the queue waits for Redis for `connectTimeoutMs` (default 10 000), then
+ * fails with a `RedisUnavailableError` (`KEEL_REDIS_UNAVAILABLE`) naming the Redis and what to do,
+ * its cause the last connection error; a worker's first take waits the same for its own
+ * connections. Connection errors are not printed meanwhile (BullMQ prints each reconnect's).
  *
  * @example
  * ```ts
@@ -45,18 +56,25 @@ const LOCK_MS = 30_000;
  *   console.log(counts.waiting); // 1
  * }
  * ```
- * @throws `TypeError` for a missing `name` or `connection`; `RangeError` for a `lockMs` that is not a whole number ≥ 100.
+ * @throws `TypeError` for a missing `name` or `connection`; `RangeError` for a `lockMs` that is not a
+ * whole number ≥ 100 or a `connectTimeoutMs` that is not a whole number ≥ 1; `RedisUnavailableError`
+ * (from the operation) when Redis does not answer within `connectTimeoutMs`.
  */
 export function useBullQueue<T>(options: {
   name: string;
   connection: ConnectionOptions;
   prefix?: string;
   lockMs?: number;
+  connectTimeoutMs?: number;
 }): Operation<BullQueueHandle<T>> {
   const o = checkObject("useBullQueue(options)", options);
-  checkKeys("useBullQueue(options)", o, ["name", "connection", "prefix", "lockMs"]);
+  checkKeys("useBullQueue(options)", o, ["name", "connection", "prefix", "lockMs", "connectTimeoutMs"]);
   const lockMs =
     options.lockMs === undefined ? LOCK_MS : checkWhole("useBullQueue({ lockMs })", options.lockMs, 100);
+  const connectTimeoutMs =
+    options.connectTimeoutMs === undefined
+      ? CONNECT_TIMEOUT_MS
+      : checkWhole("useBullQueue({ connectTimeoutMs })", options.connectTimeoutMs, 1);
   if (typeof options.name !== "string" || options.name === "")
     throw invalidType("useBullQueue({ name })", "a non-empty string", options.name);
   if (typeof options.connection !== "object" || options.connection === null)
@@ -67,10 +85,11 @@ export function useBullQueue<T>(options: {
     );
   const { name, prefix } = options;
   const connection = { maxRetriesPerRequest: null, ...(options.connection as object) } as ConnectionOptions;
+  const redis = { describe: describeRedis(options.connection), connectTimeoutMs };
   return resource<BullQueueHandle<T>>(
     function* bullQueue(provide) {
-      const clock = yield* useClock();
       const queue = new BullQueue<StoredJob<T>>(name, { connection, prefix });
+      const lastError = lastErrorOf(queue);
       const engine = new BullEngine<T>(
         name,
         queue,
@@ -84,10 +103,10 @@ export function useBullQueue<T>(options: {
             stalledInterval: lockMs,
             drainDelay: 1,
           }),
-        () => clock.now(),
+        redis,
       );
       try {
-        yield* until(queue.waitUntilReady());
+        yield* whenReady(queue, `useBullQueue(${name})`, redis.describe, connectTimeoutMs, lastError);
         yield* spawn(function* extendLocks() {
           for (;;) {
             yield* sleep(lockMs / 2);
@@ -110,6 +129,7 @@ export function useBullQueue<T>(options: {
         });
       } finally {
         yield* until(engine.closeNow().catch(() => {}));
+        // BullMQ's close of a connection still being made disconnects it (no wait for Redis).
         yield* until(queue.close().catch(() => {}));
       }
     },
@@ -119,10 +139,10 @@ export function useBullQueue<T>(options: {
 
 /**
  * A queue on Redis: a {@link Queue} plus `obliterate()`, which removes every key of the queue
- * (tests), and `cancelJob(id, reason?)`, BullMQ's own cancellation (`Worker.cancelJob`) of a job
- * this process is running: its Keel task gets `Cancelled`, its cleanup runs, and the job is
+ * (tests), and `cancelJob(id, reason?)`, the cancellation of a job this process holds (running,
+ * or fetched and about to start): its Keel task gets `Cancelled`, its cleanup runs, and the job is
  * dead-lettered as `rejected` with a `JobCancelledError` (a deliberate stop is not retried).
- * Returns false when this process runs no such job.
+ * Returns false when this process holds no such job (it does not cross processes).
  *
  * @example
  * ```ts

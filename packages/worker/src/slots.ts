@@ -1,0 +1,79 @@
+/**
+ * The worker's slots: `concurrency` tasks, each taking a job when it is free and running it as a
+ * child task (`queue/id attempt k/N`). They live in a resource of the worker's own ("deliveries"):
+ * the worker's cancellation does not reach a resource (semantics §2: resources are torn down when
+ * their scope exits, after the body's cleanup), so the shutdown, in the worker's `finally`, stops
+ * the slots itself: the idle ones at once, the busy ones after their delivery, which it drains,
+ * then cuts.
+ * @module
+ */
+import { isCancelled, isTaskCancelledError, resource, spawn, withCleanupBudget } from "@keel/core";
+import { deliver } from "./delivery.js";
+import type { EngineJob } from "./engine.js";
+import { isQueueClosedError } from "./errors.js";
+import { Bound } from "./op.js";
+import type { Pool, Slot } from "./pool.js";
+
+/** Starts the slots of `pool`, in a resource of the caller's scope. */
+export function* useSlots<T>(pool: Pool<T>): Generator<unknown, void, unknown> {
+  // In the worker's own region: an error outside a handler fails the worker from here, so its
+  // shutdown drains the deliveries still running (a failing slot would cancel them at once).
+  yield* spawn(new Bound(failOnError<T>, pool, undefined, undefined), {
+    name: `${pool.engine.name}: errors`,
+  });
+  yield* resource<void>(
+    function* deliveries(provide) {
+      // A delivery's cleanup budget is the worker's `cleanupBudgetMs` (the cut's).
+      yield* withCleanupBudget(pool.config.cleanupBudgetMs, function* slots() {
+        for (let i = 0; i < pool.config.concurrency; i++) {
+          const s: Slot = { task: null, idle: false };
+          pool.slots.push(s);
+          s.task = yield* spawn(new Bound(slot<T>, pool, s, undefined), {
+            name: `${pool.engine.name}: slot ${i + 1}`,
+          });
+        }
+        yield* provide(undefined);
+      });
+    },
+    { name: `${pool.engine.name}: deliveries` },
+  );
+}
+
+/** Takes a job when free, runs it, and again, until the worker stops taking. */
+function* slot<T>(pool: Pool<T>, s: Slot): Generator<unknown, void, unknown> {
+  const { engine, config } = pool;
+  while (pool.taking) {
+    let job: EngineJob<T>;
+    s.idle = true;
+    try {
+      job = yield* engine.take();
+    } catch (e) {
+      if (isCancelled(e)) throw e;
+      // A closed queue ends the slot; any other error fails the worker, through its shutdown.
+      if (!isQueueClosedError(e)) pool.fail(e);
+      return;
+    } finally {
+      s.idle = false;
+    }
+    // Nothing suspends between the take and this: a job taken is accounted for.
+    const d = pool.begin(job);
+    try {
+      const attempts = job.attempts ?? config.attempts;
+      d.task = yield* spawn(new Bound(deliver<T>, pool, d, attempts), {
+        name: `${engine.name}/${job.id} attempt ${job.attempt}/${attempts}`,
+      });
+      yield* d.task;
+    } catch (e) {
+      // A delivery cut ends cancelled, its outcome settled: the slot goes on. (A delivery reports
+      // its other errors to the pool rather than failing.)
+      if (!isTaskCancelledError(e)) throw e;
+    } finally {
+      // A delivery ends itself once settled; this is for one whose task ended before it began.
+      pool.end(d);
+    }
+  }
+}
+
+function* failOnError<T>(pool: Pool<T>): Generator<unknown, void, unknown> {
+  yield* pool.failed();
+}

@@ -40,7 +40,13 @@ const modes: readonly Mode[] = [
 ];
 
 const reps = Number(process.argv.find((a) => a.startsWith("--reps="))?.slice(7) ?? 5);
-const WARMUP = 1;
+/**
+ * Warm-up passes per process before the measured one. Four: Keel's client runs more JavaScript per
+ * request than plain undici, and with one warm-up its second pass at 50 in flight was still being
+ * optimized (one process each, rps per pass: Keel 4,581, 7,990, 10,528, 10,935, 14,150, 15,504;
+ * undici 5,378, 9,759, 7,780, 11,608, 13,289, 11,504), so the row measured V8's warm-up.
+ */
+const WARMUP = 4;
 
 interface Cell {
   readonly rps: readonly number[];

@@ -12,6 +12,8 @@ import { createHttpClient } from "@keel/core/http";
 import { createMemoryQueue, type DeadLetter, type Queue, useWorker } from "@keel/worker";
 import { useBullQueue } from "@keel/worker/bullmq";
 import { Redis } from "ioredis";
+// The demo's flaky API: a route per delivery, a hash of the job's id and attempt.
+import { routeFor } from "../../../examples/src/worker/flaky-api.js";
 
 const [engine, jobsArg, url] = process.argv.slice(2) as ["bullmq" | "memory", string, string];
 const jobs = Number(jobsArg);
@@ -20,26 +22,6 @@ const connection = { host: "127.0.0.1", port: 6379 };
 const prefix = `keel-soak-${process.pid}`;
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error("soak-child: run with --expose-gc");
-
-/** The route of one delivery: a hash of the job's id and attempt (a retry may land elsewhere). */
-const weights: readonly [string, number][] = [
-  ["/ok", 700],
-  ["/slow", 120],
-  ["/busy", 80],
-  ["/reset", 60],
-  ["/hang", 25],
-  ["/invalid", 15],
-];
-function routeFor(id: string, attempt: number): string {
-  let h = 2166136261;
-  for (const c of `${id}#${attempt}`) h = Math.imul(h ^ c.charCodeAt(0), 16777619);
-  let pick = (h >>> 0) % 1000;
-  for (const [route, weight] of weights) {
-    if (pick < weight) return route;
-    pick -= weight;
-  }
-  return "/ok";
-}
 
 /** What the engine's own records say of the ids `1..jobs`. */
 interface EngineTally {

@@ -13,21 +13,14 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { run, until } from "@keel/core";
-import { createFaultServer, type RouteScript } from "@keel/testing";
+import { createFaultServer } from "@keel/testing";
+// The demo's flaky API: the same routes and weights the demo runs against.
+import { routes } from "../../../examples/src/worker/flaky-api.js";
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
 const jobs = Number(arg("jobs") ?? 100_000);
 const engines = (arg("engines") ?? "bullmq,memory").split(",");
 const child = fileURLToPath(new URL("./soak-child.ts", import.meta.url));
-
-const routes: Readonly<Record<string, RouteScript>> = {
-  "/ok": { status: 200, json: { ok: true } },
-  "/slow": { status: 200, json: { ok: true }, delayMs: 100 },
-  "/busy": { status: 503, retryAfter: 1, json: { error: "busy" } },
-  "/reset": { reset: "before-headers", delayMs: 5 },
-  "/hang": { hang: "before-headers" },
-  "/invalid": { status: 422, json: { error: "invalid order" } },
-};
 
 interface Result {
   engine: string;

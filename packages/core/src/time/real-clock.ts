@@ -24,8 +24,10 @@ const IDLE_TICKS = 200;
  * reached by re-arming at that limit, quietly.
  *
  * The task tree's stamps (when a task started, when a wait began) use a coarser reading: one host
- * read serves them all until an unref'd 1 ms interval ticks, and that interval runs only while
- * stamps are asked for. Deadlines, timers and `now()` always read the host clock.
+ * read serves them all until an unref'd 1 ms interval ticks or a batch of timers fires, and that
+ * interval runs only while stamps are asked for. A stamp can lag the host clock by up to a millisecond
+ * plus the synchronous stretch it is taken in (the interval ticks only in the event loop's timers
+ * phase); a stamp taken after a timer's wake-up is never before that timer's instant. Deadlines, timers and `now()` always read the host clock.
  *
  * @example
  * ```ts
@@ -57,7 +59,8 @@ export function createRealClock(): Clock {
   // in bursts would make a new interval per burst, and V8 throws away the optimized code of every
   // kernel function that inlined the start of the last one when that interval's timer list is
   // collected (measured: the kernel reached its optimized speed two bursts later than it does now).
-  // Invariant: `coarseFresh` is true only if `coarse` was read after the last tick.
+  // Invariant: `coarseFresh` is true only if `coarse` was read after the last tick and after the last
+  // timer batch fired.
   let coarse = 0;
   let coarseFresh = false;
   let askedSinceTick = false;
@@ -184,6 +187,10 @@ export function createRealClock(): Clock {
     immediate = null;
     hostAt = Infinity;
     const t = now();
+    // A batch can fire before the interval has ticked once (a timer already due at arming fires from
+    // setImmediate, ahead of the event loop's timers phase): reading again here keeps every stamp a
+    // timer's wake-up leads to at or after that timer's instant.
+    coarseFresh = false;
     const due: Timer[] = [];
     while (heap.length > 0 && heap[0]!.at <= t) due.push(pop());
     for (const timer of due) {

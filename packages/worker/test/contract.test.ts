@@ -431,7 +431,10 @@ for (const engine of engines) {
                 yield* job.progress(i * 10);
               }
             },
-            { stallMs: 150 },
+            // Five steps long, and half the job: without the heartbeat it would be cut. The margin
+            // is for the real clock (BullMQ), where a loaded machine delays a step and its progress
+            // call by tens of milliseconds (150 ms failed there).
+            { stallMs: 500 },
           );
           yield* queue.add("a", { id: "a" });
           yield* ended(queue, 1);

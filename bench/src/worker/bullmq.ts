@@ -3,7 +3,10 @@
  * plain BullMQ `Worker` with the same concurrency, on the same Redis (127.0.0.1:6379). Each sample
  * is its own process and the two take turns. Prints a table for `bench/results.md`.
  *
- * Usage: `npm run bench:worker:bullmq -w @keel/bench [-- --jobs=5000 --reps=3]`.
+ * Each sample first runs `--warmup` jobs (default: as many as it times) in the same worker, untimed,
+ * so that the figures are a running worker's, not the JIT's warm-up (`--warmup=0` for a cold run).
+ *
+ * Usage: `npm run bench:worker:bullmq -w @keel/bench [-- --jobs=5000 --warmup=5000 --reps=3]`.
  * @module
  */
 import { spawnSync } from "node:child_process";
@@ -13,6 +16,7 @@ const arg = (name: string, fallback: number) =>
   Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback);
 const jobs = arg("jobs", 5000);
 const reps = arg("reps", 3);
+const warmup = arg("warmup", jobs);
 const child = fileURLToPath(new URL("./bullmq-child.ts", import.meta.url));
 
 interface Sample {
@@ -25,7 +29,7 @@ for (const concurrency of [1, 16]) {
     for (const kind of ["keel", "plain"]) {
       const out = spawnSync(
         process.execPath,
-        ["--expose-gc", "--import", "tsx", child, kind, String(jobs), String(concurrency)],
+        ["--expose-gc", "--import", "tsx", child, kind, String(jobs), String(concurrency), String(warmup)],
         {
           encoding: "utf8",
         },
@@ -55,5 +59,5 @@ for (const concurrency of [1, 16]) {
   );
 }
 console.log(
-  `\nmedians of ${reps} samples, each its own process, the two interleaved; node ${process.version}`,
+  `\nmedians of ${reps} samples, each its own process after ${warmup.toLocaleString("en")} untimed jobs, the two interleaved; node ${process.version}`,
 );

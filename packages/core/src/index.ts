@@ -78,7 +78,7 @@ export { createSemaphore } from "./resilience/semaphore.js";
 export { isTransient, retryableStatuses } from "./resilience/transient.js";
 export type { RunOptions } from "./run.js";
 export { run } from "./run.js";
-export { withCleanupBudget } from "./time/cleanup-budget.js";
+export { cleanupBudget, withCleanupBudget } from "./time/cleanup-budget.js";
 export { deadline, now, remaining, useClock } from "./time/deadline.js";
 export { createRealClock, realClock } from "./time/real-clock.js";
 export { shield } from "./time/shield.js";

@@ -4,6 +4,7 @@
  * children does not add a budget, and a shield still protects its caller for its whole limit.
  */
 import {
+  cleanupBudget,
   race,
   run,
   scoped,
@@ -299,5 +300,21 @@ describe("the virtual clock cannot freeze (semantics §5 on a virtual clock)", (
     // 1500 same-instant turns: the 1000th lets time pass to 50, and the loop finishes there.
     expect(seen).toEqual(["later@50", "busy done@50"]);
     await h.expectClean();
+  });
+});
+
+describe("cleanupBudget() reads the budget in force", () => {
+  it("the runtime's (default or given), a region's inside withCleanupBudget, and a child's inherited", async () => {
+    expect(await run(cleanupBudget)).toBe(5000);
+    expect(await run(cleanupBudget, { cleanupBudgetMs: 250 })).toBe(250);
+    const inRegion = await run(
+      () =>
+        withCleanupBudget(40, function* region() {
+          const child = yield* spawn(cleanupBudget);
+          return [yield* cleanupBudget(), yield* child];
+        }),
+      { cleanupBudgetMs: 250 },
+    );
+    expect(inRegion).toEqual([40, 40]);
   });
 });

@@ -76,7 +76,11 @@ export interface WorkerOptions<T> {
   stallMs?: number;
   /** At shutdown, how long in-flight jobs may run on before they are cut and released (default 10,000 ms). */
   drainMs?: number;
-  /** How long a cut delivery may take to unwind (default 5,000 ms, as the runtime's). */
+  /**
+   * How long a cut delivery may take to unwind (default: the cleanup budget in force where the
+   * worker starts, `cleanupBudget()`: the runtime's, `run(op, { cleanupBudgetMs })` or `main`'s,
+   * 5,000 ms unless set).
+   */
   cleanupBudgetMs?: number;
   /** The hard cap on the engine's `close` at shutdown (default 5,000 ms). */
   closeCapMs?: number;
@@ -121,7 +125,15 @@ function optionalFunction<F>(parameter: string, v: unknown): F | undefined {
   return v as F | undefined;
 }
 
-export function checkWorkerOptions<T>(options: WorkerOptions<T>): WorkerConfig<T> {
+/**
+ * The options checked, defaults filled in, but for the cleanup budget when none is given: the
+ * worker reads the one in force where it starts (`cleanupBudget()`).
+ */
+export type CheckedOptions<T> = Omit<WorkerConfig<T>, "cleanupBudgetMs"> & {
+  readonly cleanupBudgetMs: number | undefined;
+};
+
+export function checkWorkerOptions<T>(options: WorkerOptions<T>): CheckedOptions<T> {
   const at = "useWorker(queue, handler, options)";
   checkKeys(at, checkObject(`${at} options`, options), KEYS);
   const o = options;
@@ -148,7 +160,7 @@ export function checkWorkerOptions<T>(options: WorkerOptions<T>): WorkerConfig<T
       o.drainMs === undefined ? 10_000 : checkMs(`${at} { drainMs }`, o.drainMs, { allowInfinity: false }),
     cleanupBudgetMs:
       o.cleanupBudgetMs === undefined
-        ? 5_000
+        ? undefined
         : checkMs(`${at} { cleanupBudgetMs }`, o.cleanupBudgetMs, { allowInfinity: false }),
     closeCapMs:
       o.closeCapMs === undefined

@@ -4,6 +4,7 @@
  * @module
  */
 import {
+  cleanupBudget,
   emitEvent,
   formatTaskTree,
   type Operation,
@@ -138,12 +139,15 @@ export function useWorker<T>(
       "a function returning an operation (function* handler(job) { … }); wrap promise code with until()",
       handler,
     );
-  const config = checkWorkerOptions(options);
+  const checked = checkWorkerOptions(options);
   const engine = queue.engine;
-  // The worker's own unwinding holds the drain, the cut and the close.
-  const shutdownMs = config.drainMs + config.cleanupBudgetMs + config.closeCapMs;
   return resource<Worker>(
     function* worker(provide) {
+      // With no `cleanupBudgetMs`, a cut delivery gets the budget in force where the worker starts:
+      // the runtime's (`run`/`main`'s `cleanupBudgetMs`), or a `withCleanupBudget` region's.
+      const config = { ...checked, cleanupBudgetMs: checked.cleanupBudgetMs ?? (yield* cleanupBudget()) };
+      // The worker's own unwinding holds the drain, the cut and the close.
+      const shutdownMs = config.drainMs + config.cleanupBudgetMs + config.closeCapMs;
       yield* withCleanupBudget(shutdownMs + config.cleanupBudgetMs, function* worker() {
         const pool = new Pool<T>(engine, handler as Handler<T>, config, yield* useClock());
         yield* useSlots(pool);

@@ -559,6 +559,40 @@ for (const engine of engines) {
         },
       );
 
+      exact("with no cleanupBudgetMs, a cut job gets the runtime's cleanup budget", async () => {
+        const h = engine.harness();
+        const log: string[] = [];
+        const task = h.run(
+          function* test() {
+            const queue = yield* engine.open<string>(`contract-${Math.random().toString(36).slice(2, 8)}`);
+            const service = yield* spawn(function* service() {
+              yield* useWorker(
+                queue,
+                function* handle() {
+                  try {
+                    yield* suspend();
+                  } finally {
+                    yield* suspend(); // a cleanup that never ends: cut by the runtime's budget
+                  }
+                },
+                { drainMs: 500, closeCapMs: 200 },
+              );
+              yield* suspend();
+            });
+            yield* queue.add("x", { id: "h" });
+            yield* sleep(5);
+            log.push(`stop @${yield* nowMs()}`);
+            yield* service.cancel();
+            log.push(`stopped @${yield* nowMs()}`);
+          },
+          { cleanupBudgetMs: 300 },
+        );
+        await task;
+        await h.expectClean();
+        // 500 ms of drain, then the cut job's 300 ms (not the worker's former 5,000 ms default).
+        expect(log).toEqual(["stop @5", "stopped @805"]);
+      });
+
       it("a job taken but not yet started when the shutdown begins is released, never run", async () => {
         const ran: string[] = [];
         const counts = await withQueue(function* (queue) {

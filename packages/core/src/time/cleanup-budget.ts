@@ -1,11 +1,12 @@
 /**
- * `withCleanupBudget`: how long unwinding may take in a region.
+ * `withCleanupBudget` and `cleanupBudget`: how long unwinding may take in a region.
  * @module
  */
 import { checkDurationMs } from "../errors.js";
 import { withContextValue } from "../kernel/context.js";
+import { currentTask } from "../kernel/current.js";
 import { checkOp, type Op, type Operation } from "../kernel/operation.js";
-import { BUDGET_KEY } from "../kernel/task.js";
+import { BUDGET_KEY, DEFAULT_CLEANUP_BUDGET_MS } from "../kernel/task.js";
 
 /**
  * Runs `op` with a cleanup budget of `ms`: when a cancellation is delivered inside it, its `finally`
@@ -27,3 +28,29 @@ export function withCleanupBudget<T>(ms: number, op: Op<T>): Operation<T> {
   checkOp("withCleanupBudget(ms, op)", op);
   return withContextValue(BUDGET_KEY, ms, op);
 }
+
+/**
+ * The cleanup budget in force where the caller runs: the innermost {@link withCleanupBudget}
+ * region's, else the runtime's (`run(op, { cleanupBudgetMs })` or `main`'s; 5,000 ms by default).
+ * For code that bounds an unwinding of its own as the runtime would bound the caller's (a worker's
+ * cut jobs, by default).
+ *
+ * @example
+ * ```ts
+ * import { cleanupBudget, run, withCleanupBudget } from "@keel/core";
+ * console.log(await run(cleanupBudget)); // 5000
+ * console.log(await run(cleanupBudget, { cleanupBudgetMs: 250 })); // 250
+ * console.log(await run(() => withCleanupBudget(40, cleanupBudget))); // 40
+ * ```
+ */
+export function cleanupBudget(): Operation<number> {
+  return CLEANUP_BUDGET_OP;
+}
+
+// One operation for every caller (operations are re-runnable): no generator function per call.
+const CLEANUP_BUDGET_OP: Operation<number> = {
+  *[Symbol.iterator]() {
+    const task = yield* currentTask("cleanupBudget()");
+    return (task.top.contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
+  },
+};

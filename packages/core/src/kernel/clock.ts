@@ -45,8 +45,8 @@ export interface Clock {
 
 /**
  * @internal A clock's cheap reading for observability stamps (when a task started, when a wait
- * began): a value read at most as long ago as the drain of the run queue still running began. Only
- * the real clock provides one (see `createRealClock`); see `stampNow`.
+ * began): a value at most about a millisecond old, or older by the length of a synchronous step
+ * that is still running. Only the real clock provides one (see `createRealClock`); see `stampNow`.
  */
 export const COARSE_NOW: unique symbol = Symbol("keel.coarse-now");
 

@@ -30,9 +30,6 @@ let head = 0;
 let tail = 0;
 let draining = false;
 let scheduled = false;
-/** The drain running now, numbered from 1; 0 between drains (see `drainTurn`). */
-let turn = 0;
-let drains = 0;
 /**
  * Beyond this, the array is given back after a drain (a burst of 100k must not pin 800 KB). Below
  * it, the array keeps its capacity: cancelling 10k tasks queues 10k steps in one drain, and regrowing
@@ -49,19 +46,9 @@ export function enqueue(fn: (() => void) | Runnable): void {
   }
 }
 
-/**
- * @internal Which drain of the run queue is running: a number that no other drain has had, or 0
- * outside any drain. A drain is one synchronous stretch (no host event, hence no timer, fires in
- * it), so one reading of a clock can serve every observability stamp taken within it.
- */
-export function drainTurn(): number {
-  return turn;
-}
-
 function drain(): void {
   scheduled = false;
   draining = true;
-  turn = ++drains;
   try {
     while (head < tail) {
       const next = queue[head]!;
@@ -74,7 +61,6 @@ function drain(): void {
     if (queue.length > KEEP_SLOTS) queue.length = 0;
   } finally {
     draining = false;
-    turn = 0;
   }
   if (afterDrain.length > 0) {
     const hooks = afterDrain.splice(0);

@@ -3,7 +3,6 @@
  * @module
  */
 import { type Clock, COARSE_NOW, type StampableClock } from "../kernel/clock.js";
-import { drainTurn } from "../kernel/scheduler.js";
 
 /** The longest delay a host timer takes (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
 const MAX_HOST_DELAY_MS = 2 ** 31 - 1;
@@ -14,6 +13,9 @@ interface Timer {
   fn: (() => void) | null;
 }
 
+/** Idle ticks (about 1 ms each) after which the coarse reading's interval stops. */
+const IDLE_TICKS = 200;
+
 /**
  * A clock on `performance.now()` (offset to the epoch, so instants read like `Date.now()` but never
  * step backwards). Timers live in one heap behind a single host timer, so every timer due at one
@@ -22,11 +24,10 @@ interface Timer {
  * reached by re-arming at that limit, quietly.
  *
  * The task tree's stamps (when a task started, when a wait began) use a coarser reading: one host
- * read serves every stamp taken in one drain of the run queue (one synchronous stretch), and a stamp
- * taken outside a drain reads the host clock. A stamp lags the host clock by at most the drain it is
- * taken in, and a stamp taken after a timer's wake-up is never before that timer's instant (the
- * wake-up is a host event: what it resumes runs in a later drain). Deadlines, timers and `now()`
- * always read the host clock.
+ * read serves them all until an unref'd 1 ms interval ticks or a batch of timers fires, and that
+ * interval runs only while stamps are asked for. A stamp can lag the host clock by up to a millisecond
+ * plus the synchronous stretch it is taken in (the interval ticks only in the event loop's timers
+ * phase); a stamp taken after a timer's wake-up is never before that timer's instant. Deadlines, timers and `now()` always read the host clock.
  *
  * @example
  * ```ts
@@ -52,18 +53,38 @@ export function createRealClock(): Clock {
   /** Invariant: true when the armed host timer (if any) is ref'd. */
   let held = false;
 
-  // The coarse reading for stamps (COARSE_NOW): one host read per drain of the run queue that takes
-  // a stamp (see `drainTurn`). Why not a clock of its own (a 1 ms interval marking the reading stale,
-  // as before): while the process waits for I/O, its ticks woke the event loop about once a
-  // millisecond, ~20 µs of CPU per job of a BullMQ worker on Redis (bench/results.md).
-  // Invariant: unless `coarseTurn` is 0 (read outside a drain), `coarse` was read in that drain.
+  // The coarse reading for stamps (COARSE_NOW): one host read serves every stamp until the next
+  // tick of an unref'd 1 ms interval, which runs only while stamps are being asked for: it stops
+  // after `IDLE_TICKS` ticks in a row found none asked. Why not at the first: a program that works
+  // in bursts would make a new interval per burst, and V8 throws away the optimized code of every
+  // kernel function that inlined the start of the last one when that interval's timer list is
+  // collected (measured: the kernel reached its optimized speed two bursts later than it does now).
+  // Invariant: `coarseFresh` is true only if `coarse` was read after the last tick and after the last
+  // timer batch fired.
   let coarse = 0;
-  let coarseTurn = 0;
+  let coarseFresh = false;
+  let askedSinceTick = false;
+  let idleTicks = 0;
+  let ticker: ReturnType<typeof setInterval> | null = null;
+  const tick = () => {
+    coarseFresh = false;
+    if (askedSinceTick) idleTicks = 0;
+    else if (++idleTicks >= IDLE_TICKS && ticker !== null) {
+      clearInterval(ticker);
+      ticker = null;
+    }
+    askedSinceTick = false;
+  };
   const coarseNow = (): number => {
-    const turn = drainTurn();
-    if (turn !== 0 && turn === coarseTurn) return coarse;
-    coarseTurn = turn;
+    askedSinceTick = true;
+    if (coarseFresh) return coarse;
     coarse = now();
+    coarseFresh = true;
+    if (ticker === null) {
+      idleTicks = 0;
+      ticker = setInterval(tick, 1);
+      ticker.unref();
+    }
     return coarse;
   };
 
@@ -166,6 +187,10 @@ export function createRealClock(): Clock {
     immediate = null;
     hostAt = Infinity;
     const t = now();
+    // A batch can fire before the interval has ticked once (a timer already due at arming fires from
+    // setImmediate, ahead of the event loop's timers phase): reading again here keeps every stamp a
+    // timer's wake-up leads to at or after that timer's instant.
+    coarseFresh = false;
     const due: Timer[] = [];
     while (heap.length > 0 && heap[0]!.at <= t) due.push(pop());
     for (const timer of due) {

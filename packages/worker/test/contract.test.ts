@@ -444,6 +444,19 @@ for (const engine of engines) {
     });
 
     describe("graceful shutdown", () => {
+      /** Adds job `h`, and 5 ms later cancels the service running the worker, logging both instants. */
+      function* addThenStop(
+        queue: Queue<string>,
+        service: Task<void>,
+        log: string[],
+      ): Generator<unknown, void, unknown> {
+        yield* queue.add("x", { id: "h" });
+        yield* sleep(5);
+        log.push(`stop @${yield* nowMs()}`);
+        yield* service.cancel();
+        log.push(`stopped @${yield* nowMs()}`);
+      }
+
       function* shutdownScenario(
         queue: Queue<string>,
         options: WorkerOptions<string>,
@@ -546,11 +559,7 @@ for (const engine of engines) {
               );
               yield* suspend();
             });
-            yield* queue.add("x", { id: "h" });
-            yield* sleep(5);
-            log.push(`stop @${yield* nowMs()}`);
-            yield* service.cancel();
-            log.push(`stopped @${yield* nowMs()}`);
+            yield* addThenStop(queue, service, log);
             return (worker as Worker | null)?.shutdownReport ?? null;
           }, h);
           expect(log).toEqual(["stop @5", "stopped @1005"]);
@@ -579,11 +588,7 @@ for (const engine of engines) {
               );
               yield* suspend();
             });
-            yield* queue.add("x", { id: "h" });
-            yield* sleep(5);
-            log.push(`stop @${yield* nowMs()}`);
-            yield* service.cancel();
-            log.push(`stopped @${yield* nowMs()}`);
+            yield* addThenStop(queue, service, log);
           },
           { cleanupBudgetMs: 300 },
         );

@@ -208,6 +208,33 @@ describe("observability stamps (task starts, wait starts)", () => {
     await root;
   });
 
+  it("a stamp taken after a timer's wake-up is never before the timer's instant, even when the timer fired before the interval ticked", async () => {
+    // A timer already due when armed fires from setImmediate, which runs before the event loop's
+    // next timers phase, so the 1 ms interval has not ticked yet: only the batch marks the stamps'
+    // reading stale (on a loaded machine, a slow first step of a sleep did this; a CI failure).
+    const clock = createRealClock();
+    const startedAt = async () => {
+      let task: Task<never> | null = null;
+      await run(
+        function* parent() {
+          task = yield* spawn(suspend, { name: "stamped" });
+        },
+        { clock },
+      );
+      return (task as unknown as TaskImpl<never>).startedAt;
+    };
+    const before = await startedAt();
+    const spunUntil = clock.now() + 3;
+    while (clock.now() < spunUntil) {
+      // a synchronous stretch of 3 ms: no event of the host (no interval tick) can run in it
+    }
+    const due = clock.now() - 1;
+    await new Promise<void>((resolve) => clock.schedule(due, resolve));
+    const after = await startedAt();
+    expect(after).toBeGreaterThanOrEqual(due);
+    expect(after).toBeGreaterThanOrEqual(before + 3);
+  });
+
   it("a clock without a coarse reading (a user's, a virtual one) is read for every stamp", async () => {
     let reads = 0;
     const counting: Clock = {

@@ -25,9 +25,10 @@ const IDLE_TICKS = 200;
  *
  * The task tree's stamps (when a task started, when a wait began) use a coarser reading: one host
  * read serves them all until an unref'd 1 ms interval ticks or a batch of timers fires, and that
- * interval runs only while stamps are asked for. A stamp can lag the host clock by up to a millisecond
- * plus the synchronous stretch it is taken in (the interval ticks only in the event loop's timers
- * phase); a stamp taken after a timer's wake-up is never before that timer's instant. Deadlines, timers and `now()` always read the host clock.
+ * interval runs only while stamps are asked for. A stamp can lag the host clock by up to a
+ * millisecond plus the synchronous stretch it is taken in (the interval ticks only in the event
+ * loop's timers phase); a stamp taken after a timer's wake-up is never before that timer's instant.
+ * Deadlines, timers and `now()` always read the host clock.
  *
  * @example
  * ```ts

@@ -122,6 +122,39 @@ describe("createRealClock", () => {
     expect(host.held()).toBe(0);
   });
 
+  it("cancelling timers anywhere in the heap keeps the rest in order, also from inside a batch", async () => {
+    // Every timer is already due, so the batch fires from setImmediate with no wait: 400 timers at
+    // 40 instants (10 each, so ties exercise the registration order), half of them cancelled at
+    // random places in the heap, and one timer that cancels another of its own batch.
+    const clock = createRealClock();
+    const base = clock.now() - 1_000;
+    let seed = 7;
+    const rand = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const expected: { at: number; i: number }[] = [];
+    const fired: number[] = [];
+    const cancels: (() => void)[] = [];
+    for (let i = 0; i < 400; i++) {
+      const at = base + Math.floor(rand() * 40);
+      cancels.push(clock.schedule(at, () => fired.push(i)));
+      expected.push({ at, i });
+    }
+    const cancelled = new Set<number>();
+    for (let k = 0; k < 200; k++) {
+      const i = Math.floor(rand() * 400);
+      cancels[i]!();
+      cancelled.add(i);
+    }
+    // The first timer of the batch cancels the last one still live, which the batch already holds.
+    const kept = expected.filter((e) => !cancelled.has(e.i)).sort((a, b) => a.at - b.at || a.i - b.i);
+    const victim = kept.at(-1)!.i;
+    clock.schedule(base - 1, () => cancels[victim]!());
+    await untilFired(() => fired.length, kept.length - 1);
+    expect(fired).toEqual(kept.slice(0, -1).map((e) => e.i));
+  });
+
   it("arms and cancels a timeout per request many times over, and still fires the one left", async () => {
     const host = trackHostTimers();
     const clock = createRealClock();

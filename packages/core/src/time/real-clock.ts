@@ -11,6 +11,8 @@ interface Timer {
   readonly at: number;
   readonly seq: number;
   fn: (() => void) | null;
+  /** Its slot in `heap`; -1 once out of it (due, fired or cancelled). */
+  index: number;
 }
 
 /** Idle ticks (about 1 ms each) after which the coarse reading's interval stops. */
@@ -44,9 +46,10 @@ const IDLE_TICKS = 200;
 export function createRealClock(): Clock {
   const origin = performance.timeOrigin;
   const now = () => origin + performance.now();
+  /** Invariant: exactly the timers neither fired nor cancelled nor taken for a batch, each at its `index`. */
   const heap: Timer[] = [];
   let seq = 0;
-  /** Invariant: the number of timers in the heap that are neither fired nor cancelled. */
+  /** Invariant: the number of timers neither fired nor cancelled (in the heap, or taken for a batch). */
   let live = 0;
   let host: ReturnType<typeof setTimeout> | null = null;
   let immediate: ReturnType<typeof setImmediate> | null = null;
@@ -90,47 +93,48 @@ export function createRealClock(): Clock {
   };
 
   const less = (a: Timer, b: Timer) => a.at < b.at || (a.at === b.at && a.seq < b.seq);
-  const push = (t: Timer) => {
-    heap.push(t);
-    let i = heap.length - 1;
+  const place = (t: Timer, i: number) => {
+    heap[i] = t;
+    t.index = i;
+  };
+  const siftUp = (t: Timer, i: number) => {
     while (i > 0) {
       const p = (i - 1) >> 1;
-      const child = heap[i]!;
       const parent = heap[p]!;
-      if (!less(child, parent)) break;
-      heap[i] = parent;
-      heap[p] = child;
+      if (!less(t, parent)) break;
+      place(parent, i);
       i = p;
     }
+    place(t, i);
   };
-  const pop = (): Timer => {
-    const top = heap[0]!;
-    const last = heap.pop()!;
-    if (heap.length > 0) {
-      heap[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < heap.length && less(heap[l]!, heap[m]!)) m = l;
-        if (r < heap.length && less(heap[r]!, heap[m]!)) m = r;
-        if (m === i) break;
-        const moved = heap[i]!;
-        heap[i] = heap[m]!;
-        heap[m] = moved;
-        i = m;
-      }
+  const siftDown = (t: Timer, i: number) => {
+    const n = heap.length;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) break;
+      const r = l + 1;
+      const c = r < n && less(heap[r]!, heap[l]!) ? r : l;
+      const child = heap[c]!;
+      if (!less(child, t)) break;
+      place(child, i);
+      i = c;
     }
-    return top;
+    place(t, i);
   };
-  const compact = () => {
-    const keep = heap.filter((t) => t.fn !== null);
-    heap.length = 0;
-    for (const t of keep) push(t);
+  const push = (t: Timer) => {
+    heap.push(t);
+    siftUp(t, heap.length - 1);
+  };
+  /** Takes `t` out of the heap, wherever it is. */
+  const remove = (t: Timer) => {
+    const i = t.index;
+    t.index = -1;
+    const last = heap.pop()!;
+    if (last === t) return;
+    if (i > 0 && less(last, heap[(i - 1) >> 1]!)) siftUp(last, i);
+    else siftDown(last, i);
   };
   const arm = () => {
-    while (heap.length > 0 && heap[0]!.fn === null) pop();
     const next = heap[0];
     if (!next) {
       clearHost();
@@ -193,7 +197,11 @@ export function createRealClock(): Clock {
     // timer's wake-up leads to at or after that timer's instant.
     coarseFresh = false;
     const due: Timer[] = [];
-    while (heap.length > 0 && heap[0]!.at <= t) due.push(pop());
+    while (heap.length > 0 && heap[0]!.at <= t) {
+      const timer = heap[0]!;
+      remove(timer);
+      due.push(timer);
+    }
     for (const timer of due) {
       const fn = timer.fn;
       if (!fn) continue;
@@ -208,16 +216,17 @@ export function createRealClock(): Clock {
     [COARSE_NOW]: coarseNow,
     now,
     schedule(at, fn) {
-      const timer: Timer = { at, seq: seq++, fn };
+      const timer: Timer = { at, seq: seq++, fn, index: -1 };
       push(timer);
       live++;
       arm();
       return () => {
         if (timer.fn === null) return;
         timer.fn = null;
-        // Cancelled timers stay in the heap until they reach its top; when they outnumber the live
-        // ones (a busy client cancelling a timeout per request), rebuild it without them.
-        if (heap.length > 1024 && heap.length > 4 * live) compact();
+        // Out of the heap at once rather than when it reaches the top: a client that cancels a 30 s
+        // timeout per request would otherwise keep thousands of dead timers (and what their
+        // deadlines hold) alive long enough to be promoted to the old generation.
+        if (timer.index >= 0) remove(timer);
         // A host timer armed for a cancelled one fires early and re-arms, which is harmless; only
         // when no live timer is left must it stop keeping the process alive.
         if (--live === 0) hold(false);

@@ -1,17 +1,19 @@
 /**
  * One sample of the BullMQ worker benchmark: `kind` (keel | plain) runs `warmup` + `jobs` no-op jobs
- * with `concurrency` on the Redis at 127.0.0.1:6379 (its own prefix, its keys removed), and prints
+ * with `concurrency` from the queue `bench` under `prefix` on the Redis at 127.0.0.1:6379, and prints
  * one JSON line. `keel` is `useWorker` over `useBullQueue`; `plain` is a BullMQ `Worker` with a no-op
- * processor. Only the last `jobs` are timed (from the `warmup`-th job handled, or the worker's start
- * with no warm-up, to the last completion); neither side polls Redis while it runs.
+ * processor. The parent added the jobs (a producer process of its own, as in a deployment, and the
+ * same for both kinds: this process only consumes) and removes the keys after. Only the last `jobs`
+ * are timed (from the `warmup`-th job handled, or the worker's start with no warm-up, to the last
+ * completion); neither side polls Redis while it runs.
  * @module
  */
 import { action, run, sleep } from "@keel/core";
 import { useWorker } from "@keel/worker";
 import { useBullQueue } from "@keel/worker/bullmq";
-import { Queue, Worker } from "bullmq";
+import { Worker } from "bullmq";
 
-const [kind, jobsArg, concurrencyArg, warmupArg] = process.argv.slice(2);
+const [kind, jobsArg, concurrencyArg, warmupArg, prefixArg] = process.argv.slice(2);
 const jobs = Number(jobsArg);
 const concurrency = Number(concurrencyArg);
 /**
@@ -23,9 +25,9 @@ const concurrency = Number(concurrencyArg);
 const warmup = Number(warmupArg ?? 0);
 const total = warmup + jobs;
 const connection = { host: "127.0.0.1", port: 6379, maxRetriesPerRequest: null };
-const prefix = `keel-bench-${process.pid}`;
+const prefix = prefixArg ?? `keel-bench-${process.pid}`;
 
-/** A full GC before the run, so that garbage from adding the jobs is not collected inside it. */
+/** A full GC before the run, so that garbage from starting up is not collected inside it. */
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
 let cpu0 = process.cpuUsage();
 let cpu = cpu0;
@@ -46,33 +48,23 @@ function* counting() {
 }
 
 async function plain(): Promise<number> {
-  const queue = new Queue("bench", { connection, prefix });
-  try {
-    for (let i = 0; i < total; i += 1000)
-      await queue.addBulk(
-        Array.from({ length: Math.min(1000, total - i) }, (_, k) => ({ name: "job", data: i + k })),
-      );
-    const worker = new Worker("bench", async () => {}, { connection, prefix, concurrency, autorun: false });
-    let done = 0;
-    gc();
-    if (warmup === 0) startTimed();
-    const finished = new Promise<number>((resolve) => {
-      worker.on("completed", () => {
-        if (++done === warmup) startTimed();
-        if (done === total) {
-          cpu = process.cpuUsage(cpu0);
-          resolve(performance.now() - t1);
-        }
-      });
+  const worker = new Worker("bench", async () => {}, { connection, prefix, concurrency, autorun: false });
+  let done = 0;
+  gc();
+  if (warmup === 0) startTimed();
+  const finished = new Promise<number>((resolve) => {
+    worker.on("completed", () => {
+      if (++done === warmup) startTimed();
+      if (done === total) {
+        cpu = process.cpuUsage(cpu0);
+        resolve(performance.now() - t1);
+      }
     });
-    void worker.run();
-    const runMs = await finished;
-    await worker.close();
-    return runMs;
-  } finally {
-    await queue.obliterate({ force: true });
-    await queue.close();
-  }
+  });
+  void worker.run();
+  const runMs = await finished;
+  await worker.close();
+  return runMs;
 }
 
 const runMs =
@@ -80,23 +72,18 @@ const runMs =
     ? await plain()
     : await run(function* keel() {
         const queue = yield* useBullQueue<number>({ name: "bench", connection, prefix });
-        try {
-          for (let i = 0; i < total; i++) yield* queue.add(i);
-          gc();
-          if (warmup === 0) startTimed();
-          yield* useWorker(queue, counting, { concurrency });
-          yield* action<void>((resolve) => {
-            allHandled = resolve;
-            if (handled === total) resolve();
-            return () => {};
-          });
-          // The last few completions are one Redis call each behind their handler.
-          while ((yield* queue.counts()).completed < total) yield* sleep(1);
-          cpu = process.cpuUsage(cpu0);
-          return performance.now() - t1;
-        } finally {
-          yield* queue.obliterate();
-        }
+        gc();
+        if (warmup === 0) startTimed();
+        yield* useWorker(queue, counting, { concurrency });
+        yield* action<void>((resolve) => {
+          allHandled = resolve;
+          if (handled === total) resolve();
+          return () => {};
+        });
+        // The last few completions are one Redis call each behind their handler.
+        while ((yield* queue.counts()).completed < total) yield* sleep(1);
+        cpu = process.cpuUsage(cpu0);
+        return performance.now() - t1;
       });
 // This process's CPU time while it ran (user + system): what a loaded machine disturbs least.
 console.log(JSON.stringify({ runMs, cpuMs: (cpu.user + cpu.system) / 1000 }));

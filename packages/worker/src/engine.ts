@@ -212,7 +212,7 @@ export interface EngineCounts {
  * - `progress` stores the value (BullMQ: `job.updateProgress`); the worker also treats it as a
  *   heartbeat, so the engine need not.
  * - `close` is a worker saying it is done: the engine frees what it holds for consuming (BullMQ: the
- *   `Worker` and its blocking connection). It may take time (BullMQ's can hang): the worker races it
+ *   `Worker` and its blocking connection), and says how many jobs fetched ahead it put back. It may take time (BullMQ's can hang): the worker races it
  *   against a hard cap. The queue itself stays usable (to add, to count, for another worker) until
  *   its own scope ends; `take` on a queue whose scope has ended throws `QueueClosedError`.
  *
@@ -256,8 +256,12 @@ export interface QueueEngine<T> {
   counts(): Operation<EngineCounts>;
   /** The dead letters the engine keeps, oldest first. */
   deadLetters(): Operation<readonly DeadLetter<T>[]>;
-  /** The worker is done consuming (see the rules above). */
-  close(): Operation<void>;
+  /**
+   * The worker is done consuming (see the rules above). Returns how many jobs the engine had fetched
+   * for this worker and put back without a `take` (the shutdown reports them as released); an engine
+   * that never fetches ahead may return nothing.
+   */
+  close(): Operation<number | void>;
   /**
    * The engine's own cancellation of a job this process runs (BullMQ: the queue's
    * `cancelJob(id, reason)`): the worker registers `cancel` when a delivery starts and `null` when

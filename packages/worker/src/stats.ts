@@ -44,7 +44,9 @@ export interface WorkerStats {
  * const report: ShutdownReport = {
  *   inFlightAtStop: 3, finishedInDrain: 2, released: 1, cutTree: "", closeTimedOut: false, elapsedMs: 120,
  * };
- * console.log(report.finishedInDrain + report.released === report.inFlightAtStop); // true
+ * // Every job in flight at the stop either finished in the drain or was cut and released (a BullMQ
+ * // job fetched ahead and never taken is released too, without having been in flight).
+ * console.log(report.finishedInDrain + report.released >= report.inFlightAtStop); // true
  * ```
  */
 export interface ShutdownReport {
@@ -52,7 +54,10 @@ export interface ShutdownReport {
   readonly inFlightAtStop: number;
   /** Of those, the ones that ended (any outcome) within `drainMs`. */
   readonly finishedInDrain: number;
-  /** Jobs put back without spending an attempt. */
+  /**
+   * Jobs put back without spending an attempt: the cut ones, and any the engine had fetched ahead
+   * for a take that never came (BullMQ).
+   */
   readonly released: number;
   /** The task tree of the deliveries it had to cut, as `formatTaskTree` prints it ("" when none). */
   readonly cutTree: string;

@@ -213,7 +213,10 @@ function* shutdown<T>(pool: Pool<T>): Generator<unknown, ShutdownReport, unknown
   }
   const closed = yield* race([
     function* close() {
-      yield* engine.close();
+      // Jobs the engine fetched ahead for a take that never came (BullMQ: the one the last
+      // completion fetched, or a blocking fetch that lands as the worker stops) go back too.
+      const putBack = yield* engine.close();
+      if (typeof putBack === "number") counters.released += putBack;
       return true;
     },
     function* cap() {

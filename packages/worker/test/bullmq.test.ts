@@ -3,7 +3,7 @@
  * removed). Without Redis the suite is skipped with one line saying how to start it; with
  * `KEEL_REQUIRE_REDIS=1` (as `.ci/run` sets it) a missing Redis fails instead.
  */
-import { constant, isCancelled, type Operation, run, sleep, spawn, suspend } from "@keel/core";
+import { action, constant, isCancelled, type Operation, run, sleep, spawn, suspend } from "@keel/core";
 import { useWorker, type Worker } from "@keel/worker";
 import { type BullQueueHandle, useBullQueue } from "@keel/worker/bullmq";
 import { describe, expect, it } from "vitest";
@@ -134,6 +134,54 @@ describe.skipIf(!redisUp)("the BullMQ engine (real Redis)", () => {
     });
     expect(report).toMatchObject({ inFlightAtStop: 1, released: 1, closeTimedOut: false });
     expect(counts).toMatchObject({ waiting: 1, active: 0 });
+    expect(again).toEqual([1]);
+  }, 30_000);
+
+  it("a job fetched ahead by the last completion, never taken because the worker stopped, is put back and counted as released", async () => {
+    const { report, counts, handled, again } = await withBull(function* (queue) {
+      let worker: Worker | null = null;
+      const handled: string[] = [];
+      let stop: (() => void) | null = null;
+      const service = yield* spawn(function* service() {
+        worker = yield* useWorker(
+          queue,
+          function* first(job) {
+            handled.push(job.data);
+            // Returns at once: the delivery ends its job with the worker still taking, so that one
+            // Redis call completes "a" and fetches "b" for this slot; the stop lands meanwhile.
+            stop?.();
+          },
+          { concurrency: 1, drainMs: 2000, closeCapMs: 5000 },
+        );
+        yield* suspend();
+      });
+      yield* queue.add("a", { id: "a" });
+      yield* queue.add("b", { id: "b" });
+      yield* action<void>((resolve) => {
+        stop = resolve;
+        return () => {};
+      });
+      yield* service.cancel();
+      const counts = yield* queue.counts();
+      const attempts: number[] = [];
+      const again = yield* spawn(function* again() {
+        yield* useWorker(queue, function* record(job) {
+          attempts.push(job.attempt);
+        });
+        yield* settled(queue, 2);
+      });
+      yield* again;
+      return { report: (worker as Worker | null)?.shutdownReport ?? null, counts, handled, again: attempts };
+    });
+    expect(handled).toEqual(["a"]);
+    // "b" was locked for this worker (fetched with a's completion) and went back unspent.
+    expect(report).toMatchObject({
+      inFlightAtStop: 1,
+      finishedInDrain: 1,
+      released: 1,
+      closeTimedOut: false,
+    });
+    expect(counts).toMatchObject({ waiting: 1, active: 0, completed: 1 });
     expect(again).toEqual([1]);
   }, 30_000);
 

@@ -41,6 +41,8 @@ export class Consumer<T> {
   private failure: { error: unknown } | null = null;
   private readonly waiters: (() => void)[] = [];
   private readonly releasing: Promise<unknown>[] = [];
+  /** Jobs this consumer held but never handed to a take, put back at its close. */
+  private putBack = 0;
   private seq = 0;
   private readonly internals: Internals<T>;
   /** Set once the worker's connections answered (see `connected`). */
@@ -153,18 +155,22 @@ export class Consumer<T> {
   /**
    * Closes: puts back every job fetched and not taken, waits for the fetch in flight (at most
    * BullMQ's `drainDelay`, 1 s here; `force` does not) and puts its job back too, then closes the
-   * BullMQ worker.
+   * BullMQ worker. Resolves to the number of jobs it put back.
    */
-  async close(force: boolean): Promise<void> {
+  async close(force: boolean): Promise<number> {
     this.closing = true;
     this.wakeAll();
     // Never connected: nothing to put back; BullMQ's close of a connection still being made
     // disconnects it (no wait for Redis).
-    if (!this.ready) return this.worker.close(true);
+    if (!this.ready) {
+      await this.worker.close(true);
+      return 0;
+    }
     for (const h of this.fetched.splice(0)) this.release(h);
     if (!force) await this.fetching;
     await Promise.all(this.releasing);
     await this.worker.close(force);
+    return this.putBack;
   }
 
   private arrive(job: BullJob<StoredJob<T>>, token: string): void {
@@ -175,6 +181,7 @@ export class Consumer<T> {
   }
 
   private release(h: Held<T>): void {
+    this.putBack++;
     this.untrack(h.job.id ?? "");
     this.releasing.push(h.job.moveToWait(h.token).catch(() => {}));
   }

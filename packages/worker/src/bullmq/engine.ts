@@ -218,18 +218,21 @@ export class BullEngine<T> implements QueueEngine<T> {
     else h.onCancel = cancel;
   }
 
-  /** Closes the consumer (its jobs fetched ahead go back); a later worker on this queue gets a new one. */
-  close(): Operation<void> {
+  /**
+   * Closes the consumer (its jobs fetched ahead go back, counted in the result); a later worker on
+   * this queue gets a new one.
+   */
+  close(): Operation<number> {
     const consumer = this.consumer;
     this.consumer = null;
-    return until(consumer ? consumer.close(false) : Promise.resolve());
+    return until(consumer ? consumer.close(false) : Promise.resolve(0));
   }
 
   /** At the queue's end: the consumer, if a worker left one open, without waiting for its fetch. */
   closeNow(): Promise<void> {
     const consumer = this.consumer;
     this.consumer = null;
-    return consumer ? consumer.close(true) : Promise.resolve();
+    return consumer ? consumer.close(true).then(() => undefined) : Promise.resolve();
   }
 }
 

@@ -8,6 +8,10 @@
  * (as the Keel sample once did, one `add` at a time, where the plain one used `addBulk`) runs the
  * timed jobs through JIT code and a heap shaped by that other work.
  *
+ * Two ratios: of the medians, and the median of each back-to-back pair's ratio ("paired"). This
+ * host switches between fast and slow spells minutes long; the paired figure is the one they move
+ * least, as a spell lands on both samples of a pair.
+ *
  * Each sample first runs `--warmup` jobs (default: as many as it times) in the same worker, untimed,
  * so that the figures are a running worker's, not the JIT's warm-up (`--warmup=0` for a cold run).
  *
@@ -51,7 +55,9 @@ async function produce(prefix: string, count: number): Promise<Queue> {
 const runs = new Map<string, Sample[]>();
 for (const concurrency of [1, 16]) {
   for (let r = 0; r < reps; r++) {
-    for (const kind of ["keel", "plain"]) {
+    // The two take turns, and which goes first alternates: a pair is two samples next to each other
+    // in time, so the host's slow spells (minutes long here) mostly land on both of a pair.
+    for (const kind of r % 2 === 0 ? ["keel", "plain"] : ["plain", "keel"]) {
       const prefix = `keel-bench-${process.pid}-${kind}-${concurrency}-${r}`;
       const queue = await produce(prefix, warmup + jobs);
       const out = spawnSync(
@@ -81,18 +87,24 @@ for (const concurrency of [1, 16]) {
 const median = (xs: number[]) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const perSecond = (key: string) => (jobs * 1000) / median(runs.get(key)!.map((s) => s.runMs));
 const cpuPerJobUs = (key: string) => (median(runs.get(key)!.map((s) => s.cpuMs)) * 1000) / jobs;
+/** The median over pairs of Keel's jobs/s divided by the plain worker's, each pair run back to back. */
+const pairedRatio = (concurrency: number) => {
+  const keel = runs.get(`keel ${concurrency}`)!;
+  const plain = runs.get(`plain ${concurrency}`)!;
+  return median(keel.map((k, i) => plain[i]!.runMs / k.runMs));
+};
 console.log(
-  `| no-op jobs on Redis (${jobs.toLocaleString("en")}), concurrency | jobs/s | CPU per job (this process) | Keel / plain |`,
+  `| no-op jobs on Redis (${jobs.toLocaleString("en")}), concurrency | jobs/s | CPU per job (this process) | Keel / plain | Keel / plain, paired |`,
 );
-console.log("| --- | --- | --- | --- |");
+console.log("| --- | --- | --- | --- | --- |");
 for (const concurrency of [1, 16]) {
   const keel = perSecond(`keel ${concurrency}`);
   const plain = perSecond(`plain ${concurrency}`);
   console.log(
-    `| Keel useWorker on useBullQueue, ${concurrency} | ${Math.round(keel).toLocaleString("en")} | ${Math.round(cpuPerJobUs(`keel ${concurrency}`))} µs | ${(keel / plain).toFixed(2)}x |`,
+    `| Keel useWorker on useBullQueue, ${concurrency} | ${Math.round(keel).toLocaleString("en")} | ${Math.round(cpuPerJobUs(`keel ${concurrency}`))} µs | ${(keel / plain).toFixed(2)}x | ${pairedRatio(concurrency).toFixed(2)}x |`,
   );
   console.log(
-    `| plain BullMQ Worker, ${concurrency} | ${Math.round(plain).toLocaleString("en")} | ${Math.round(cpuPerJobUs(`plain ${concurrency}`))} µs | |`,
+    `| plain BullMQ Worker, ${concurrency} | ${Math.round(plain).toLocaleString("en")} | ${Math.round(cpuPerJobUs(`plain ${concurrency}`))} µs | | |`,
   );
 }
 console.log(

@@ -33,6 +33,22 @@ function* settled(queue: BullQueueHandle<string>, n: number): Generator<unknown,
   }
 }
 
+/** Runs a fresh worker on `queue` until `n` jobs have ended, and returns the attempt of each delivery. */
+function* attemptsOfAnotherWorker(
+  queue: BullQueueHandle<string>,
+  n: number,
+): Generator<unknown, number[], unknown> {
+  const attempts: number[] = [];
+  const again = yield* spawn(function* again() {
+    yield* useWorker(queue, function* record(job) {
+      attempts.push(job.attempt);
+    });
+    yield* settled(queue, n);
+  });
+  yield* again;
+  return attempts;
+}
+
 describe.skipIf(!redisUp)("the BullMQ engine (real Redis)", () => {
   it("add with an id already waiting adds nothing and says so", async () => {
     const r = await withBull(function* (queue) {
@@ -122,14 +138,7 @@ describe.skipIf(!redisUp)("the BullMQ engine (real Redis)", () => {
       while (!started) yield* sleep(10);
       yield* service.cancel();
       const counts = yield* queue.counts();
-      const attempts: number[] = [];
-      const again = yield* spawn(function* again() {
-        yield* useWorker(queue, function* record(job) {
-          attempts.push(job.attempt);
-        });
-        yield* settled(queue, 1);
-      });
-      yield* again;
+      const attempts = yield* attemptsOfAnotherWorker(queue, 1);
       return { report: (worker as Worker | null)?.shutdownReport ?? null, counts, again: attempts };
     });
     expect(report).toMatchObject({ inFlightAtStop: 1, released: 1, closeTimedOut: false });
@@ -163,14 +172,7 @@ describe.skipIf(!redisUp)("the BullMQ engine (real Redis)", () => {
       });
       yield* service.cancel();
       const counts = yield* queue.counts();
-      const attempts: number[] = [];
-      const again = yield* spawn(function* again() {
-        yield* useWorker(queue, function* record(job) {
-          attempts.push(job.attempt);
-        });
-        yield* settled(queue, 2);
-      });
-      yield* again;
+      const attempts = yield* attemptsOfAnotherWorker(queue, 2);
       return { report: (worker as Worker | null)?.shutdownReport ?? null, counts, handled, again: attempts };
     });
     expect(handled).toEqual(["a"]);

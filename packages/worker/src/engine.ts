@@ -212,9 +212,10 @@ export interface EngineCounts {
  * - `progress` stores the value (BullMQ: `job.updateProgress`); the worker also treats it as a
  *   heartbeat, so the engine need not.
  * - `close` is a worker saying it is done: the engine frees what it holds for consuming (BullMQ: the
- *   `Worker` and its blocking connection), and says how many jobs fetched ahead it put back. It may take time (BullMQ's can hang): the worker races it
- *   against a hard cap. The queue itself stays usable (to add, to count, for another worker) until
- *   its own scope ends; `take` on a queue whose scope has ended throws `QueueClosedError`.
+ *   `Worker` and its blocking connection), and says how many jobs fetched ahead it put back. It may
+ *   take time (BullMQ's can hang): the worker races it against a hard cap. The queue itself stays
+ *   usable (to add, to count, for another worker) until its own scope ends; `take` on a queue whose
+ *   scope has ended throws `QueueClosedError`.
  *
  * @example
  * ```ts

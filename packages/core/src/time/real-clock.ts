@@ -46,7 +46,10 @@ const IDLE_TICKS = 200;
 export function createRealClock(): Clock {
   const origin = performance.timeOrigin;
   const now = () => origin + performance.now();
-  /** Invariant: exactly the timers neither fired nor cancelled nor taken for a batch, each at its `index`. */
+  /**
+   * Invariant: exactly the timers neither fired nor cancelled nor taken for a batch, each at its
+   * `index`, in heap order by (`at`, `seq`).
+   */
   const heap: Timer[] = [];
   let seq = 0;
   /** Invariant: the number of timers neither fired nor cancelled (in the heap, or taken for a batch). */

@@ -38,7 +38,7 @@ export { scoped, spawn, useScope } from "./kernel/spawn.js";
 export { suspend } from "./kernel/suspend.js";
 export type { Task, TaskState } from "./kernel/task.js";
 // Emitting into the event stream from packages built on Keel (@keel/worker).
-export { emitEvent, type PackageEventInput } from "./observe/emit.js";
+export { emitEvent, eventsWanted, type PackageEventInput } from "./observe/emit.js";
 export type { KeelEvent, KeelEventType } from "./observe/events.js";
 export { KEEL_CHANNELS } from "./observe/events.js";
 export { formatTaskTree } from "./observe/format-tree.js";

@@ -8,6 +8,7 @@ import {
   createRateLimiter,
   createSemaphore,
   emitEvent,
+  eventsWanted,
   KEEL_CHANNELS,
   type KeelEvent,
   retry,
@@ -272,5 +273,27 @@ describe("events on node:diagnostics_channel", () => {
     }
     expect(fromChannel).toEqual(fromOnEvent.filter((e) => e.type.startsWith("task:")));
     expect(fromChannel).toHaveLength(2);
+  });
+});
+
+describe("eventsWanted: whether anyone receives the run's events", () => {
+  it("is false with no onEvent and no subscriber, true with either, and follows a channel's subscribers", async () => {
+    const noop = () => {};
+    const ask = () =>
+      run(function* () {
+        const inStep = yield* eventsWanted();
+        // Driven by hand outside a step, it asks the driver for the task instead.
+        const byHand = yield* { [Symbol.iterator]: () => eventsWanted()[Symbol.iterator]() };
+        return [inStep, byHand];
+      });
+    expect(await ask()).toEqual([false, false]);
+    expect(await run(eventsWanted, { onEvent: noop })).toBe(true);
+    subscribe(KEEL_CHANNELS.worker, noop);
+    try {
+      expect(await ask()).toEqual([true, true]);
+    } finally {
+      unsubscribe(KEEL_CHANNELS.worker, noop);
+    }
+    expect(await ask()).toEqual([false, false]);
   });
 });

@@ -3,7 +3,7 @@
  * an operation runs more than once, the second run must fail loudly instead of resuming the exhausted
  * generator (which "completes" with `undefined`).
  */
-import { type Operation, retry, run, sleep, spawn } from "@keel/core";
+import { type Operation, retry, run, sleep, spawn, timeout } from "@keel/core";
 import { createHarness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
 
@@ -41,6 +41,27 @@ describe("a generator object runs once, and a second run says to pass a function
     expect(await h.run(gen)).toBe("hello");
     await expect(h.run(gen)).rejects.toEqual(alreadyRun);
     await h.expectClean();
+  });
+
+  it("one generator object under two timeouts: the second fails, also when the object is frozen", async () => {
+    // The mark of a started generator is a property on it; a frozen one is remembered apart.
+    for (const freeze of [false, true]) {
+      const h = createHarness();
+      function* work() {
+        yield* sleep(1);
+        return "done";
+      }
+      const gen = work();
+      if (freeze) Object.freeze(gen);
+      const values: string[] = [];
+      const parent = h.run(function* parent() {
+        values.push(yield* timeout(100, gen));
+        values.push(yield* timeout(100, gen));
+      });
+      await expect(parent).rejects.toEqual(alreadyRun);
+      expect(values).toEqual(["done"]);
+      await h.expectClean();
+    }
   });
 
   it("retry refuses a generator object at the call, and retries a generator function afresh", async () => {

@@ -5,6 +5,7 @@
  */
 import {
   emitEvent,
+  eventsWanted,
   isCancelled,
   isTimeoutError,
   type Operation,
@@ -49,15 +50,21 @@ export function* deliver<T>(
     }
     d.lastProgressAt = startedAt;
     const until = Math.min(job.deadlineAt, startedAt + config.timeoutMs);
-    yield* emitEvent({
-      type: "worker:job",
-      queue: engine.name,
-      jobId: job.id,
-      attempt: job.attempt,
-      transition: "start",
-      attempts,
-      deadlineLeftMs: Math.max(0, until - startedAt),
-    });
+    // Asked once per delivery, so a delivery reports both its start and its completion or neither
+    // (as a timeout scope does): with nobody listening, the two transitions every job makes build
+    // no event (~0.7 µs per job on the embedded queue). The rarer ones (retry, dead letter,
+    // release) always emit.
+    const wanted = yield* eventsWanted();
+    if (wanted)
+      yield* emitEvent({
+        type: "worker:job",
+        queue: engine.name,
+        jobId: job.id,
+        attempt: job.attempt,
+        transition: "start",
+        attempts,
+        deadlineLeftMs: Math.max(0, until - startedAt),
+      });
     // From here a cut cancels this task: it is delivered in the handler (or at the watchdog's spawn).
     d.running = true;
     const onCancel =
@@ -98,14 +105,15 @@ export function* deliver<T>(
     yield* engine.complete(job, pool.taking);
     pool.counters.completed++;
     pool.counters.recordDuration(endedAt - startedAt);
-    yield* emitEvent({
-      type: "worker:job",
-      queue: engine.name,
-      jobId: job.id,
-      attempt: job.attempt,
-      transition: "complete",
-      durationMs: endedAt - startedAt,
-    });
+    if (wanted)
+      yield* emitEvent({
+        type: "worker:job",
+        queue: engine.name,
+        jobId: job.id,
+        attempt: job.attempt,
+        transition: "complete",
+        durationMs: endedAt - startedAt,
+      });
   } catch (error) {
     if (isCancelled(error)) throw error;
     // Outside the handler (an engine call, the dead-letter sink): the worker fails with it, after

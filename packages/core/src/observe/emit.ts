@@ -60,6 +60,48 @@ function isPackageFamily(type: string): boolean {
 }
 
 /**
+ * Whether the current run delivers its events to anyone: an `onEvent` given to `run` or `main`, or a
+ * subscriber on one of the `KEEL_CHANNELS`. A package that emits on a hot path (a worker, one
+ * event per job transition) asks once and builds no event nobody receives. Answered within the step,
+ * with no allocation; outside a task's step (an operation driven by hand) it asks the driver.
+ *
+ * Warnings (`deadline:missing` and the runtime's own) reach `onWarning` even when this is false: emit
+ * them with {@link emitEvent} regardless.
+ *
+ * @example
+ * ```ts
+ * import { emitEvent, eventsWanted, run } from "@keel/core";
+ * const seen: string[] = [];
+ * const wanted = await run(function* () {
+ *   if (yield* eventsWanted())
+ *     yield* emitEvent({ type: "worker:job", queue: "mail", jobId: "m1", attempt: 1, transition: "start" });
+ *   return yield* eventsWanted();
+ * }, { onEvent: (e) => seen.push(e.type) });
+ * console.log(wanted, seen.includes("worker:job")); // true true
+ * console.log(await run(eventsWanted)); // false
+ * ```
+ */
+export function eventsWanted(): Operation<boolean> {
+  return EVENTS_WANTED;
+}
+
+const EVENTS_WANTED: Operation<boolean> = {
+  [Symbol.iterator](): Iterator<unknown, boolean, unknown> {
+    const task = runningTask();
+    if (!task) return askWanted();
+    return task.runtime.listening ? WANTED : NOT_WANTED;
+  },
+};
+
+/** Shared finished iterators: `yield*` reads the answer from their first step. */
+const WANTED: Iterator<unknown, boolean, unknown> = { next: () => ({ done: true, value: true }) };
+const NOT_WANTED: Iterator<unknown, boolean, unknown> = { next: () => ({ done: true, value: false }) };
+
+function* askWanted(): Generator<unknown, boolean, unknown> {
+  return (yield* currentTask("eventsWanted()")).runtime.listening;
+}
+
+/**
  * Called for every transition of every job: inside a task's step (nearly always) the event is
  * emitted as the operation is entered, with no generator at all (a literal
  * `{ *[Symbol.iterator]() {…} }` would make a generator function per call, see kernel/bound-op.ts).

@@ -8,7 +8,7 @@
  * completion); neither side polls Redis while it runs.
  * @module
  */
-import { action, run, sleep } from "@keel/core";
+import { action, run } from "@keel/core";
 import { useWorker } from "@keel/worker";
 import { useBullQueue } from "@keel/worker/bullmq";
 import { Worker } from "bullmq";
@@ -80,8 +80,11 @@ const runMs =
           if (handled === total) resolve();
           return () => {};
         });
-        // The last few completions are one Redis call each behind their handler.
-        while ((yield* queue.counts()).completed < total) yield* sleep(1);
+        // The last few completions are one Redis call each behind their handler: ask Redis until
+        // they have landed, back to back. (A 1 ms sleep between asks ended the sample 1-2 ms after
+        // the last completion, about 0.5 % of a sample at concurrency 16, on this side only: the
+        // plain one stops at its last `completed` event.)
+        while ((yield* queue.counts()).completed < total);
         cpu = process.cpuUsage(cpu0);
         return performance.now() - t1;
       });

@@ -15,7 +15,7 @@
  * Each sample first runs `--warmup` jobs (default: as many as it times) in the same worker, untimed,
  * so that the figures are a running worker's, not the JIT's warm-up (`--warmup=0` for a cold run).
  *
- * Usage: `npm run bench:worker:bullmq -w @keel/bench [-- --jobs=5000 --warmup=5000 --reps=5]`.
+ * Usage: `npm run bench:worker:bullmq -w @keel/bench [-- --jobs=5000 --warmup=5000 --reps=7]`.
  * @module
  */
 import { spawnSync } from "node:child_process";
@@ -25,7 +25,7 @@ import { Queue } from "bullmq";
 const arg = (name: string, fallback: number) =>
   Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1] ?? fallback);
 const jobs = arg("jobs", 5000);
-const reps = arg("reps", 5);
+const reps = arg("reps", 7);
 const warmup = arg("warmup", jobs);
 const child = fileURLToPath(new URL("./bullmq-child.ts", import.meta.url));
 

@@ -54,13 +54,10 @@ export function* deliver<T>(
     // (as a timeout scope does): with nobody listening, the two transitions every job makes build
     // no event (~0.7 µs per job on the embedded queue). The rarer ones (retry, dead letter,
     // release) always emit.
-    const wanted = yield* eventsWanted();
-    if (wanted)
+    const base = (yield* eventsWanted()) ? baseOf(engine.name, job) : null;
+    if (base)
       yield* emitEvent({
-        type: "worker:job",
-        queue: engine.name,
-        jobId: job.id,
-        attempt: job.attempt,
+        ...base,
         transition: "start",
         attempts,
         deadlineLeftMs: Math.max(0, until - startedAt),
@@ -105,15 +102,7 @@ export function* deliver<T>(
     yield* engine.complete(job, pool.taking);
     pool.counters.completed++;
     pool.counters.recordDuration(endedAt - startedAt);
-    if (wanted)
-      yield* emitEvent({
-        type: "worker:job",
-        queue: engine.name,
-        jobId: job.id,
-        attempt: job.attempt,
-        transition: "complete",
-        durationMs: endedAt - startedAt,
-      });
+    if (base) yield* emitEvent({ ...base, transition: "complete", durationMs: endedAt - startedAt });
   } catch (error) {
     if (isCancelled(error)) throw error;
     // Outside the handler (an engine call, the dead-letter sink): the worker fails with it, after
@@ -122,6 +111,11 @@ export function* deliver<T>(
   } finally {
     pool.end(d);
   }
+}
+
+/** What every `worker:job` event of `job`'s delivery carries. */
+function baseOf<T>(queue: string, job: EngineJob<T>) {
+  return { type: "worker:job", queue, jobId: job.id, attempt: job.attempt } as const;
 }
 
 /** Cuts `d`'s handler, if it still runs: cancels the delivery's task, which settles as it unwinds. */
@@ -207,7 +201,7 @@ function* settle<T>(
   const { engine, config, clock, counters } = pool;
   const job = d.job;
   const endedAt = clock.now();
-  const base = { type: "worker:job", queue: engine.name, jobId: job.id, attempt: job.attempt } as const;
+  const base = baseOf(engine.name, job);
   if (d.cut === "released") {
     yield* engine.release(job);
     counters.released++;
@@ -262,15 +256,7 @@ function* deadLetter<T>(
 ): Generator<unknown, void, unknown> {
   yield* pool.engine.deadLetter(job, { reason, error, history }, pool.taking);
   pool.counters.deadLettered[reason]++;
-  yield* emitEvent({
-    type: "worker:job",
-    queue: pool.engine.name,
-    jobId: job.id,
-    attempt: job.attempt,
-    transition: "dead-letter",
-    reason,
-    error,
-  });
+  yield* emitEvent({ ...baseOf(pool.engine.name, job), transition: "dead-letter", reason, error });
   const sink = pool.config.deadLetter;
   if (sink) yield* sink({ id: job.id, data: job.data, reason, error, history, at: pool.clock.now() });
 }

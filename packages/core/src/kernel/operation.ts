@@ -281,7 +281,7 @@ export function checkRerunnableOp<T>(parameter: string, op: unknown): Op<T> {
  * The mark of a generator object that a run has started: each may start only once. A property on the
  * object rather than a `WeakSet` entry: every delivery of a worker passes its handler's generator
  * object to `timeout`, and a `WeakSet` entry is an ephemeron that every scavenge must visit (an
- * add measured ~175 ns here, a property store a few ns; a worker's delivery ~0.3 µs faster).
+ * add measured ~175 ns here; `timeout(ms, generatorObject)` in a tight loop, 0.87 -> 0.66 µs).
  * The symbol is not registered, so only this module can read or write it.
  */
 const STARTED: unique symbol = Symbol("keel.started");

@@ -3,7 +3,8 @@
  * that runs for months must not grow with them), and counts every one. And the worker's own failure
  * path, on the virtual clock: an error outside a handler fails it after its shutdown.
  */
-import { run, scoped, sleep, suspend } from "@keel/core";
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
+import { KEEL_CHANNELS, type KeelEvent, run, scoped, sleep, suspend } from "@keel/core";
 import { createVirtualClock } from "@keel/testing";
 import { createMemoryQueue, type EngineCounts, type ShutdownReport, useWorker } from "@keel/worker";
 import { describe, expect, it } from "vitest";
@@ -67,5 +68,37 @@ describe("an error outside a handler", () => {
     // The slow job was in flight: drained, not cut.
     expect(report).toMatchObject({ inFlightAtStop: 1, finishedInDrain: 1, released: 0, elapsedMs: 100 });
     expect(counts).toMatchObject({ completed: 1, deadLettered: 1, active: 0 });
+  });
+});
+
+describe("a delivery's events", () => {
+  it("are decided once, at its start: one that began with nobody listening reports neither its start nor its completion", async () => {
+    // A listener that arrives while job `a` runs sees no `complete` for it (it built no event pair);
+    // job `b`, started after, reports both. Fails if a delivery builds its events regardless of
+    // listeners, or asks again at its end.
+    const seen: string[] = [];
+    const listener = (message: unknown) => {
+      const e = message as KeelEvent;
+      if (e.type === "worker:job") seen.push(`${e.jobId} ${e.transition}`);
+    };
+    try {
+      await run(
+        function* () {
+          const queue = yield* createMemoryQueue<string>({ name: "q" });
+          yield* useWorker(queue, function* handle(job) {
+            if (job.data === "a") subscribe(KEEL_CHANNELS.worker, listener);
+            yield* sleep(10);
+          });
+          yield* queue.add("a", { id: "a" });
+          while ((yield* queue.counts()).completed < 1) yield* queue.idle();
+          yield* queue.add("b", { id: "b" });
+          while ((yield* queue.counts()).completed < 2) yield* queue.idle();
+        },
+        { clock: createVirtualClock() },
+      );
+    } finally {
+      unsubscribe(KEEL_CHANNELS.worker, listener);
+    }
+    expect(seen).toEqual(["b start", "b complete"]);
   });
 });

@@ -4,6 +4,7 @@
 import {
   constant,
   formatTaskTree,
+  isCancelled,
   now,
   type Operation,
   remaining,
@@ -597,6 +598,43 @@ for (const engine of engines) {
         // 500 ms of drain, then the cut job's 300 ms (not the worker's former 5,000 ms default).
         expect(log).toEqual(["stop @5", "stopped @805"]);
       });
+
+      exact(
+        "a cut job whose handler swallows Cancelled and returns ends completed, once: never also released",
+        async () => {
+          const log: string[] = [];
+          const h = engine.harness();
+          const { report, counts } = await withQueue(function* (queue) {
+            let worker: Worker | null = null;
+            const service = yield* spawn(function* service() {
+              worker = yield* useWorker(
+                queue,
+                function* handle(job) {
+                  try {
+                    yield* suspend();
+                  } catch (error) {
+                    // The shutdown's cut, swallowed: within the cleanup budget its work goes on.
+                    if (!isCancelled(error)) throw error;
+                    yield* sleep(20);
+                    log.push(`swallowed ${job.id} @${yield* nowMs()}`);
+                  }
+                },
+                { drainMs: 500, cleanupBudgetMs: 300 },
+              );
+              yield* suspend();
+            });
+            yield* addThenStop(queue, service, log);
+            const report = (worker as Worker | null)?.shutdownReport ?? null;
+            return { report, counts: yield* queue.counts() };
+          }, h);
+          expect(log).toEqual(["stop @5", "swallowed h @525", "stopped @525"]);
+          expect(report).toMatchObject({ inFlightAtStop: 1, finishedInDrain: 0, released: 0 });
+          expect(counts).toMatchObject({ waiting: 0, active: 0, completed: 1, deadLettered: 0 });
+          expect(jobEvents(h).filter((e) => !e.includes(":start"))).toEqual(times(["h:complete#1@525"]));
+          // The delivery's task still ends cancelled, and the swallow is reported (semantics §5).
+          expect(h.eventsOf("cleanup:swallow").length).toBeGreaterThan(0);
+        },
+      );
 
       it("a job taken but not yet started when the shutdown begins is released, never run", async () => {
         const ran: string[] = [];

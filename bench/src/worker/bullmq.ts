@@ -100,9 +100,12 @@ function pinRedisSetup(): { pid: number; restore: () => void } {
   return { pid, restore };
 }
 
-/** Pins Redis for `placement` and gives the command prefix that pins a worker sample. */
+/**
+ * Pins Redis for `placement`, once before its samples, and gives the command prefix that pins each
+ * worker sample.
+ */
 function place(placement: Placement | null): string[] {
-  if (placement === null || pinned === null) return [];
+  if (pinned === null) return [];
   const core = placement === "apart" ? "0" : "1";
   try {
     execFileSync("taskset", ["-pc", core, String(pinned.pid)], { stdio: "pipe" });
@@ -116,7 +119,8 @@ function place(placement: Placement | null): string[] {
 }
 
 const runs = new Map<string, Sample[]>();
-for (const placement of placements)
+for (const placement of placements) {
+  const [pinCommand, ...pinArgs] = [...place(placement), process.execPath];
   for (const concurrency of [1, 16]) {
     for (let r = 0; r < reps; r++) {
       // The two take turns, and which goes first alternates: a pair is two samples next to each other
@@ -124,7 +128,6 @@ for (const placement of placements)
       for (const kind of r % 2 === 0 ? ["keel", "plain"] : ["plain", "keel"]) {
         const prefix = `keel-bench-${process.pid}-${placement ?? "free"}-${kind}-${concurrency}-${r}`;
         const queue = await produce(prefix, warmup + jobs);
-        const [pinCommand, ...pinArgs] = [...place(placement), process.execPath];
         const out = spawnSync(
           pinCommand!,
           [
@@ -152,6 +155,7 @@ for (const placement of placements)
       }
     }
   }
+}
 
 const median = (xs: number[]) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 pinned?.restore();

@@ -123,17 +123,19 @@ export type JobState = "waiting" | "delayed" | "active" | "completed" | "dead-le
 
 /**
  * Why a job was dead-lettered: its deadline passed (`expired`), its attempts, retry budget or the
- * time left before its deadline ran out (`exhausted`), or its handler failed with an error that is
- * not retryable (`rejected`).
+ * time left before its deadline ran out (`exhausted`), its handler failed with an error that is
+ * not retryable (`rejected`), its deliveries stalled more than the engine allows (`stalled`: the
+ * process running it died or lost it, `maxStalls` times over), or its handler ignored a cut and
+ * never returned, so the runtime abandoned it (`abandoned`).
  *
  * @example
  * ```ts
  * import type { DeadLetterReason } from "@keel/worker";
- * const reasons: DeadLetterReason[] = ["expired", "exhausted", "rejected"];
- * console.log(reasons.length); // 3
+ * const reasons: DeadLetterReason[] = ["expired", "exhausted", "rejected", "stalled", "abandoned"];
+ * console.log(reasons.length); // 5
  * ```
  */
-export type DeadLetterReason = "expired" | "exhausted" | "rejected";
+export type DeadLetterReason = "expired" | "exhausted" | "rejected" | "stalled" | "abandoned";
 
 /**
  * A dead job, with why it died, the last error and every failed attempt.

@@ -73,7 +73,7 @@ export class Counters {
   completed = 0;
   retried = 0;
   released = 0;
-  readonly deadLettered = { expired: 0, exhausted: 0, rejected: 0 };
+  readonly deadLettered = { expired: 0, exhausted: 0, rejected: 0, stalled: 0, abandoned: 0 };
   private readonly durations: number[] = [];
   private next = 0;
 

@@ -680,7 +680,7 @@ for (const engine of engines) {
         expect(stats).toMatchObject({
           completed: 3,
           retried: 1,
-          deadLettered: { expired: 1, exhausted: 0, rejected: 1 },
+          deadLettered: { expired: 1, exhausted: 0, rejected: 1, stalled: 0, abandoned: 0 },
           released: 0,
           inFlight: 0,
           waiting: 0,

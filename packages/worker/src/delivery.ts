@@ -7,9 +7,7 @@ import {
   emitEvent,
   eventsWanted,
   isCancelled,
-  isTimeoutError,
   type Operation,
-  random,
   sleep,
   spawn,
   type Task,
@@ -17,9 +15,10 @@ import {
   timeoutAt,
 } from "@keel/core";
 import { invalidType } from "./checks.js";
-import type { DeadLetterReason, EngineJob, JobAttempt } from "./engine.js";
-import { JobCancelledError, JobExpiredError, JobStalledError } from "./errors.js";
-import { Bound } from "./op.js";
+import { isJobLockLostError } from "./engine-errors.js";
+import { JobExpiredError } from "./errors.js";
+import { Bound, Sync } from "./op.js";
+import { baseOf, complete, deadLetter, type Failed, settle } from "./outcome.js";
 import type { Delivery, Pool } from "./pool.js";
 import type { Job } from "./worker.js";
 
@@ -39,14 +38,16 @@ export function* deliver<T>(
     const { engine, config, clock } = pool;
     const job = d.job;
     const startedAt = clock.now();
+    d.startedAt = startedAt;
     if (d.cut === "released") {
       // Cut by the shutdown before it began: put back, never run.
-      return yield* settle(pool, d, CUT, startedAt, startedAt, attempts);
+      return yield* settle(pool, d, CUT, startedAt, attempts);
     }
     if (job.deadlineAt <= startedAt) {
       // A job already expired when taken is not run.
+      if (!pool.claim(d)) return;
       const error = new JobExpiredError(engine.name, job.id, job.deadlineAt, startedAt);
-      return yield* deadLetter(pool, job, "expired", error, job.history);
+      return yield* deadLetter(pool, d, "expired", error, job.history);
     }
     d.lastProgressAt = startedAt;
     const until = Math.min(job.deadlineAt, startedAt + config.timeoutMs);
@@ -66,7 +67,8 @@ export function* deliver<T>(
     d.running = true;
     const onCancel =
       engine.onCancel &&
-      ((reason: string) => {
+      ((reason: string, kind?: "cancelled" | "lost") => {
+        if (kind === "lost") return cut(d, "lost", `${engine.name}/${job.id}: ${reason}`);
         d.cancelReason = reason;
         cut(d, "cancelled", `${engine.name}/${job.id}: cancelled through the queue (${reason})`);
       });
@@ -89,37 +91,27 @@ export function* deliver<T>(
       else {
         // A cut settles its outcome while the task unwinds; a cancellation that is not a cut (the
         // worker torn down without its shutdown) settles nothing: the engine still holds the job.
-        if (d.cut !== null) yield* settle(pool, d, { ok: false, error }, startedAt, until, attempts);
+        if (d.cut !== null) yield* settle(pool, d, { ok: false, error }, until, attempts);
         throw error;
       }
     }
     d.running = false;
     if (onCancel) engine.onCancel?.(job, null);
     if (watchdog) yield* watchdog.cancel();
-    if (failed) return yield* settle(pool, d, failed, startedAt, until, attempts);
-    // Completed: the common outcome, settled here rather than in `settle` (one generator less).
-    const endedAt = clock.now();
-    yield* engine.complete(job, pool.taking);
-    pool.counters.completed++;
-    pool.counters.recordDuration(endedAt - startedAt);
-    if (base) yield* emitEvent({ ...base, transition: "complete", durationMs: endedAt - startedAt });
+    if (failed) return yield* settle(pool, d, failed, until, attempts);
+    yield* complete(pool, d, base);
   } catch (error) {
     if (isCancelled(error)) throw error;
-    // Outside the handler (an engine call, the dead-letter sink): the worker fails with it, after
-    // its shutdown has drained the other deliveries. This job stays where the engine has it.
+    // Outside the handler and not the engine's outage (the dead-letter sink, an engine's defect):
+    // the worker fails with it, after its shutdown has drained the other deliveries.
     pool.fail(error);
   } finally {
     pool.end(d);
   }
 }
 
-/** What every `worker:job` event of `job`'s delivery carries. */
-function baseOf<T>(queue: string, job: EngineJob<T>) {
-  return { type: "worker:job", queue, jobId: job.id, attempt: job.attempt } as const;
-}
-
 /** Cuts `d`'s handler, if it still runs: cancels the delivery's task, which settles as it unwinds. */
-export function cut<T>(d: Delivery<T>, why: "released" | "stalled" | "cancelled", message: string): void {
+export function cut<T>(d: Delivery<T>, why: NonNullable<Delivery<T>["cut"]>, message: string): void {
   d.cut ??= why;
   if (d.running) d.task?.cancel(message);
 }
@@ -153,16 +145,30 @@ class JobView<T> implements Job<T> {
   }
 }
 
+/**
+ * A progress report: the heartbeat is local (`stallMs` watches it), the stored value best effort.
+ * It never fails the handler for the engine's sake: while the engine is down it is not sent, and a
+ * call that fails or runs past `engineTimeoutMs` marks the engine down (a lost lock cuts the
+ * delivery).
+ */
 function* reportProgress<T>(
   pool: Pool<T>,
   d: Delivery<T>,
   value: unknown,
 ): Generator<unknown, void, unknown> {
-  d.lastProgressAt = pool.clock.now();
-  yield* pool.engine.progress(d.job, value);
+  const { engine, health, clock } = pool;
+  d.lastProgressAt = clock.now();
+  if (health.down) return;
+  try {
+    const op = engine.progress(d.job, value);
+    if (op instanceof Sync) return yield* op;
+    yield* health.call(`progress ${d.job.id}`, op);
+  } catch (e) {
+    if (isCancelled(e)) throw e;
+    if (isJobLockLostError(e)) cut(d, "lost", `${engine.name}/${d.job.id}: ${(e as Error).message}`);
+  }
 }
 
-type Failed = { ok: false; error: unknown };
 const CUT: Failed = { ok: false, error: undefined };
 
 /** The handler's operation under the delivery's deadline. */
@@ -187,76 +193,4 @@ function* watchStall<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, void,
     yield* sleep(config.stallMs - quietMs);
   }
   cut(d, "stalled", `${pool.engine.name}/${d.job.id}: no progress for ${config.stallMs} ms`);
-}
-
-/** A delivery's outcome other than completed. */
-function* settle<T>(
-  pool: Pool<T>,
-  d: Delivery<T>,
-  outcome: Failed,
-  startedAt: number,
-  until: number,
-  attempts: number,
-): Generator<unknown, void, unknown> {
-  const { engine, config, clock, counters } = pool;
-  const job = d.job;
-  const endedAt = clock.now();
-  const base = baseOf(engine.name, job);
-  if (d.cut === "released") {
-    yield* engine.release(job);
-    counters.released++;
-    return yield* emitEvent({ ...base, transition: "release" });
-  }
-  if (d.cut === "cancelled") {
-    const error = new JobCancelledError(engine.name, job.id, d.cancelReason ?? "cancelJob");
-    const history = [...job.history, { attempt: job.attempt, startedAt, endedAt, error }];
-    return yield* deadLetter(pool, job, "rejected", error, history);
-  }
-  let error = d.cut === "stalled" ? new JobStalledError(engine.name, job.id, config.stallMs) : outcome.error;
-  const failed: JobAttempt = { attempt: job.attempt, startedAt, endedAt, error };
-  const history = [...job.history, failed];
-  if (endedAt >= job.deadlineAt) {
-    error = new JobExpiredError(engine.name, job.id, job.deadlineAt, endedAt, { cause: error });
-    return yield* deadLetter(pool, job, "expired", error, history);
-  }
-  const firstStartedAt = job.history[0]?.startedAt ?? startedAt;
-  const info = {
-    attempt: job.attempt,
-    elapsedMs: endedAt - firstStartedAt,
-    timedOut: isTimeoutError(error) && endedAt >= until,
-  };
-  if (!config.retryOn(error, info)) return yield* deadLetter(pool, job, "rejected", error, history);
-  if (job.attempt >= attempts) return yield* deadLetter(pool, job, "exhausted", error, history);
-  const delayMs = yield* delayFor(pool, job, error);
-  if (endedAt + delayMs >= Math.min(job.deadlineAt, firstStartedAt + config.budgetMs))
-    // A redelivery that could only start past the deadline or the budget is not scheduled.
-    return yield* deadLetter(pool, job, "exhausted", error, history);
-  yield* engine.retry(job, { delayMs, error, startedAt, endedAt });
-  counters.retried++;
-  yield* emitEvent({ ...base, transition: "retry", reason: d.cut ?? "error", delayMs, error });
-}
-
-function* delayFor<T>(pool: Pool<T>, job: EngineJob<T>, error: unknown): Generator<unknown, number, unknown> {
-  const retryAfterMs = (error as { retryAfterMs?: unknown } | null)?.retryAfterMs;
-  if (typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0)
-    return retryAfterMs;
-  const last = job.history[job.history.length - 1];
-  const state =
-    last === undefined ? undefined : { attempt: job.history.length, previousMs: last.delayMs ?? 0 };
-  const r = yield* random();
-  return pool.config.backoff.next(state, () => r).delayMs;
-}
-
-function* deadLetter<T>(
-  pool: Pool<T>,
-  job: EngineJob<T>,
-  reason: DeadLetterReason,
-  error: unknown,
-  history: readonly JobAttempt[],
-): Generator<unknown, void, unknown> {
-  yield* pool.engine.deadLetter(job, { reason, error, history }, pool.taking);
-  pool.counters.deadLettered[reason]++;
-  yield* emitEvent({ ...baseOf(pool.engine.name, job), transition: "dead-letter", reason, error });
-  const sink = pool.config.deadLetter;
-  if (sink) yield* sink({ id: job.id, data: job.data, reason, error, history, at: pool.clock.now() });
 }

@@ -213,6 +213,13 @@ export interface EngineCounts {
  *   next `take`. A job fetched so and never taken is put back by `close`.
  * - `progress` stores the value (BullMQ: `job.updateProgress`); the worker also treats it as a
  *   heartbeat, so the engine need not.
+ * - A `take` that throws an error with `fatal: true` fails the worker at once: the engine cannot
+ *   work at all (BullMQ: a worker's first connection never came up, a configuration error).
+ * - An engine whose calls can fail (BullMQ on Redis) throws `JobLockLostError` from an ending call
+ *   when it no longer holds the job for this process (its lock lapsed or its record is gone), and
+ *   any other error when it could not answer: the worker bounds every call (`engineTimeoutMs`),
+ *   treats the latter as an outage (the engine is down), and ends the delivery as `stalled` (see
+ *   `forget`) when its outcome cannot be recorded.
  * - `close` is a worker saying it is done: the engine frees what it holds for consuming (BullMQ: the
  *   `Worker` and its blocking connection), and says how many jobs fetched ahead it put back. It may
  *   take time (BullMQ's can hang): the worker races it against a hard cap. The queue itself stays
@@ -240,8 +247,12 @@ export interface QueueEngine<T> {
   /** The queue's name: the first part of every job task's name. */
   readonly name: string;
   add(data: T, options: EngineAddOptions): Operation<AddResult>;
-  /** Waits for the next due job and marks it active. */
-  take(): Operation<EngineJob<T>>;
+  /**
+   * Waits for the next due job and marks it active. With `boundMs`, a take whose engine stops
+   * answering (BullMQ: a fetch with no answer for that long past its own poll) throws instead of
+   * waiting on; waiting for a job that does not come is not a failure, and is never cut.
+   */
+  take(boundMs?: number): Operation<EngineJob<T>>;
   complete(job: EngineJob<T>, takingNext?: boolean): Operation<void>;
   /** Spends the attempt: records it in the job's history and redelivers it after `delayMs`. */
   retry(
@@ -267,9 +278,17 @@ export interface QueueEngine<T> {
   close(): Operation<number | void>;
   /**
    * The engine's own cancellation of a job this process runs (BullMQ: the queue's
-   * `cancelJob(id, reason)`): the worker registers `cancel` when a delivery starts and `null` when
-   * it ends; the engine calls it at most once, at once if the cancellation came first. Absent from
-   * an engine that has no cancellation of its own.
+   * `cancelJob(id, reason)`, or `lost` when the job's lock lapsed and this process no longer holds
+   * it): the worker registers `cancel` when a delivery starts and `null` when it ends; the engine
+   * calls it at most once, at once if the cancellation came first. Absent from an engine that has
+   * no cancellation of its own.
    */
-  onCancel?(job: EngineJob<T>, cancel: ((reason: string) => void) | null): void;
+  onCancel?(job: EngineJob<T>, cancel: ((reason: string, kind?: "cancelled" | "lost") => void) | null): void;
+  /**
+   * The worker gives up on ending `job` (its outcome could not be recorded: the engine did not
+   * answer, or no longer holds the job for this process): the engine stops holding it (BullMQ: its
+   * lock is no longer extended, so its stalled check puts it back once the lock lapses). An engine
+   * whose calls cannot fail need not have it.
+   */
+  forget?(job: EngineJob<T>): void;
 }

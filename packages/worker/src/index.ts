@@ -18,6 +18,16 @@ export type {
   QueueEngine,
 } from "./engine.js";
 export {
+  EngineTimeoutError,
+  EngineUnavailableError,
+  isEngineTimeoutError,
+  isEngineUnavailableError,
+  isJobLockLostError,
+  JobAbandonedError,
+  JobLockLostError,
+} from "./engine-errors.js";
+export type { EngineHealthReading } from "./engine-health.js";
+export {
   isJobExpiredError,
   isQueueClosedError,
   JobCancelledError,

@@ -84,6 +84,18 @@ export interface WorkerOptions<T> {
   cleanupBudgetMs?: number;
   /** The hard cap on the engine's `close` at shutdown (default 5,000 ms). */
   closeCapMs?: number;
+  /**
+   * The bound on each call the worker makes to its engine (default 5,000 ms): recording an outcome
+   * (complete, retry, dead-letter, release), a progress report, a count, a probe; and, for BullMQ,
+   * a fetch that gets no answer. A call that fails or runs past it marks the engine down (a
+   * `worker:engine` event): the worker takes no job until a probe gets an answer again.
+   */
+  engineTimeoutMs?: number;
+  /**
+   * How long the engine may stay down before the worker fails with `EngineUnavailableError`
+   * (default 300,000 ms; `Infinity`: never, the worker waits for it for as long as it runs).
+   */
+  engineDownMs?: number;
   /** Also called with each dead letter, after the engine has recorded it (a store, an alert). */
   deadLetter?: (letter: DeadLetter<T>) => Operation<void>;
   /** Called once with what the shutdown did. */
@@ -102,6 +114,8 @@ export interface WorkerConfig<T> {
   readonly drainMs: number;
   readonly cleanupBudgetMs: number;
   readonly closeCapMs: number;
+  readonly engineTimeoutMs: number;
+  readonly engineDownMs: number;
   readonly deadLetter: ((letter: DeadLetter<T>) => Operation<void>) | undefined;
   readonly onShutdown: ((report: ShutdownReport) => void) | undefined;
 }
@@ -114,6 +128,8 @@ const KEYS = [
   "drainMs",
   "cleanupBudgetMs",
   "closeCapMs",
+  "engineTimeoutMs",
+  "engineDownMs",
   "deadLetter",
   "onShutdown",
 ] as const;
@@ -166,6 +182,11 @@ export function checkWorkerOptions<T>(options: WorkerOptions<T>): CheckedOptions
       o.closeCapMs === undefined
         ? 5_000
         : checkMs(`${at} { closeCapMs }`, o.closeCapMs, { allowInfinity: false }),
+    engineTimeoutMs:
+      o.engineTimeoutMs === undefined
+        ? 5_000
+        : checkMs(`${at} { engineTimeoutMs }`, o.engineTimeoutMs, { allowInfinity: false, min: 1 }),
+    engineDownMs: o.engineDownMs === undefined ? 300_000 : checkMs(`${at} { engineDownMs }`, o.engineDownMs),
     deadLetter: optionalFunction(`${at} { deadLetter }`, o.deadLetter),
     onShutdown: optionalFunction(`${at} { onShutdown }`, o.onShutdown),
   };

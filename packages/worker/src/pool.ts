@@ -6,6 +6,7 @@
 import { action, type Clock, type Operation, type Task } from "@keel/core";
 import { ChangeSignal } from "./change-signal.js";
 import type { EngineJob, QueueEngine } from "./engine.js";
+import { EngineHealth } from "./engine-health.js";
 import type { WorkerConfig } from "./options.js";
 import { Counters } from "./stats.js";
 import type { Job } from "./worker.js";
@@ -20,11 +21,18 @@ export interface Delivery<T> {
   /** True while its handler runs: only then does a cut cancel the delivery's task. */
   running: boolean;
   /**
-   * Why the handler was cut, if it was: a shutdown (released), no progress (stalled), or the
-   * engine's own cancellation (cancelled, with its reason).
+   * Why the handler was cut, if it was: a shutdown (released), no progress (stalled), the engine's
+   * own cancellation (cancelled, with its reason), or the engine no longer holding the job for
+   * this process (lost: BullMQ's lock lapsed).
    */
-  cut: "released" | "stalled" | "cancelled" | null;
+  cut: "released" | "stalled" | "cancelled" | "lost" | null;
   cancelReason: string | undefined;
+  /**
+   * Set by whoever ends the job (the delivery, its slot for an abandoned one, the shutdown for one
+   * that overran its cut), before its call to the engine: a job is ended by one of them, once.
+   */
+  settled: boolean;
+  startedAt: number;
   lastProgressAt: number;
 }
 
@@ -54,6 +62,9 @@ export class Pool<T> {
   failure: { error: unknown } | null = null;
   private onFailure: (() => void) | null = null;
   private readonly changes: ChangeSignal;
+  readonly health: EngineHealth<T>;
+  /** The engine's waiting count as last read (`stats()` while the engine is down). */
+  lastWaiting = Number.NaN;
 
   constructor(
     readonly engine: QueueEngine<T>,
@@ -62,6 +73,7 @@ export class Pool<T> {
     readonly clock: Clock,
   ) {
     this.changes = new ChangeSignal(clock);
+    this.health = new EngineHealth(this);
   }
 
   /** A job a slot has taken (no suspension between the take and this: a job taken is accounted for). */
@@ -73,6 +85,8 @@ export class Pool<T> {
       running: false,
       cut: null,
       cancelReason: undefined,
+      settled: false,
+      startedAt: 0,
       lastProgressAt: 0,
     };
     this.inFlight.add(d);
@@ -101,6 +115,13 @@ export class Pool<T> {
         };
       }, `${this.engine.name}: failing on an error outside a handler`);
     throw this.failure!.error;
+  }
+
+  /** Claims the ending of `d`'s job: true for the first caller only. */
+  claim(d: Delivery<T>): boolean {
+    if (d.settled) return false;
+    d.settled = true;
+    return true;
   }
 
   /** Stops taking: a slot waiting in `take` is cancelled now (it takes nothing); a busy one ends after its delivery. */

@@ -12,6 +12,7 @@ import { deliver } from "./delivery.js";
 import type { EngineJob } from "./engine.js";
 import { isQueueClosedError } from "./errors.js";
 import { Bound } from "./op.js";
+import { settleAbandoned } from "./outcome.js";
 import type { Pool, Slot } from "./pool.js";
 
 /** Starts the slots of `pool`, in a resource of the caller's scope. */
@@ -20,6 +21,9 @@ export function* useSlots<T>(pool: Pool<T>): Generator<unknown, void, unknown> {
   // shutdown drains the deliveries still running (a failing slot would cancel them at once).
   yield* spawn(new Bound(failOnError<T>, pool, undefined, undefined), {
     name: `${pool.engine.name}: errors`,
+  });
+  yield* spawn(new Bound(probe<T>, pool, undefined, undefined), {
+    name: `${pool.engine.name}: engine health`,
   });
   yield* resource<void>(
     function* deliveries(provide) {
@@ -41,32 +45,47 @@ export function* useSlots<T>(pool: Pool<T>): Generator<unknown, void, unknown> {
 
 /** Takes a job when free, runs it, and again, until the worker stops taking. */
 function* slot<T>(pool: Pool<T>, s: Slot): Generator<unknown, void, unknown> {
-  const { engine, config } = pool;
+  const { engine, config, health } = pool;
   while (pool.taking) {
     let job: EngineJob<T>;
     s.idle = true;
     try {
-      job = yield* engine.take();
+      // Nothing is taken while the engine is down: the prober says when it is back.
+      if (health.down) yield* health.whenUp(`${engine.name}: the engine is down, taking nothing`);
+      job = yield* engine.take(config.engineTimeoutMs);
     } catch (e) {
       if (isCancelled(e)) throw e;
-      // A closed queue ends the slot; any other error fails the worker, through its shutdown.
-      if (!isQueueClosedError(e)) pool.fail(e);
-      return;
+      // A closed queue ends the slot; any other error is the engine's outage (the worker fails
+      // only if it lasts past `engineDownMs`).
+      if (isQueueClosedError(e)) return;
+      // An engine that cannot work at all (BullMQ: a worker whose first connection never came up)
+      // fails the worker at once: a wrong address is not an outage to wait out.
+      if ((e as { fatal?: unknown } | null)?.fatal === true) return pool.fail(e);
+      yield* health.fault(e);
+      continue;
     } finally {
       s.idle = false;
     }
     // Nothing suspends between the take and this: a job taken is accounted for.
     const d = pool.begin(job);
     try {
-      const attempts = job.attempts ?? config.attempts;
-      d.task = yield* spawn(new Bound(deliver<T>, pool, d, attempts), {
-        name: `${engine.name}/${job.id} attempt ${job.attempt}/${attempts}`,
-      });
-      yield* d.task;
-    } catch (e) {
-      // A delivery cut ends cancelled, its outcome settled: the slot goes on. (A delivery reports
-      // its other errors to the pool rather than failing.)
-      if (!isTaskCancelledError(e)) throw e;
+      if (health.down) yield* health.answered();
+      try {
+        const attempts = job.attempts ?? config.attempts;
+        d.task = yield* spawn(new Bound(deliver<T>, pool, d, attempts), {
+          name: `${engine.name}/${job.id} attempt ${job.attempt}/${attempts}`,
+        });
+        yield* d.task;
+      } catch (e) {
+        // A delivery cut ends cancelled, its outcome settled: the slot goes on. (A delivery
+        // reports its other errors to the pool rather than failing; an abandoned one fails with
+        // what it had recorded.)
+        if (isCancelled(e)) throw e;
+        if (!isTaskCancelledError(e) && d.settled) throw e;
+      }
+      // Ended without an outcome: the runtime abandoned it (its handler ignored its cut). Its job
+      // is ended here, so that it never stays active (or locked) for ever.
+      if (d.started && !d.settled) yield* settleAbandoned(pool, d);
     } finally {
       // A delivery ends itself once settled; this is for one whose task ended before it began.
       pool.end(d);
@@ -76,4 +95,8 @@ function* slot<T>(pool: Pool<T>, s: Slot): Generator<unknown, void, unknown> {
 
 function* failOnError<T>(pool: Pool<T>): Generator<unknown, void, unknown> {
   yield* pool.failed();
+}
+
+function* probe<T>(pool: Pool<T>): Generator<unknown, void, unknown> {
+  yield* pool.health.probe();
 }

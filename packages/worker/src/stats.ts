@@ -3,6 +3,7 @@
  * @module
  */
 import type { DeadLetterReason } from "./engine.js";
+import type { EngineHealthReading } from "./engine-health.js";
 
 /**
  * A worker's counts since it started, with `waiting` read from the engine.
@@ -18,7 +19,7 @@ import type { DeadLetterReason } from "./engine.js";
  *   while ((yield* worker.stats()).completed < 1) yield* queue.idle();
  *   return yield* worker.stats();
  * });
- * console.log(stats.completed, stats.inFlight, stats.deadLettered.rejected); // 1 0 0
+ * console.log(stats.completed, stats.inFlight, stats.deadLettered.rejected, stats.engine.state); // 1 0 0 up
  * ```
  */
 export interface WorkerStats {
@@ -28,9 +29,17 @@ export interface WorkerStats {
   readonly deadLettered: { readonly [R in DeadLetterReason]: number };
   /** Jobs put back at shutdown without spending an attempt. */
   readonly released: number;
+  /**
+   * Deliveries whose outcome could not be recorded (the engine did not answer within
+   * `engineTimeoutMs`, or no longer held the job for this process): the engine's own recovery puts
+   * those jobs back (BullMQ's stalled check).
+   */
+  readonly stalled: number;
   readonly inFlight: number;
-  /** Jobs waiting or delayed in the engine. */
+  /** Jobs waiting or delayed in the engine (the last reading while the engine is down; `NaN` before any). */
   readonly waiting: number;
+  /** Whether the engine answers (`down` after a call failed or ran past `engineTimeoutMs`), and since when. */
+  readonly engine: EngineHealthReading;
   /** Handler durations of completed jobs, over the last 10,000 (ms; `NaN` before the first). */
   readonly durationMs: { readonly p50: number; readonly p99: number };
 }
@@ -73,6 +82,7 @@ export class Counters {
   completed = 0;
   retried = 0;
   released = 0;
+  stalled = 0;
   readonly deadLettered = { expired: 0, exhausted: 0, rejected: 0, stalled: 0, abandoned: 0 };
   private readonly durations: number[] = [];
   private next = 0;
@@ -83,7 +93,7 @@ export class Counters {
     this.next = (this.next + 1) % WINDOW;
   }
 
-  snapshot(inFlight: number, waiting: number): WorkerStats {
+  snapshot(inFlight: number, waiting: number, engine: EngineHealthReading): WorkerStats {
     const sorted = this.durations.slice().sort((a, b) => a - b);
     const pick = (q: number) =>
       sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
@@ -92,8 +102,10 @@ export class Counters {
       retried: this.retried,
       deadLettered: { ...this.deadLettered },
       released: this.released,
+      stalled: this.stalled,
       inFlight,
       waiting,
+      engine,
       durationMs: { p50: pick(0.5), p99: pick(0.99) },
     };
   }

@@ -7,6 +7,7 @@ import {
   cleanupBudget,
   emitEvent,
   formatTaskTree,
+  isCancelled,
   type Operation,
   race,
   resource,
@@ -17,9 +18,11 @@ import {
 } from "@keel/core";
 import { invalidType } from "./checks.js";
 import { cut as cutDelivery } from "./delivery.js";
+import type { EngineJob } from "./engine.js";
 import { Bound } from "./op.js";
 import { checkWorkerOptions, type WorkerOptions } from "./options.js";
-import { type Handler, Pool } from "./pool.js";
+import { release } from "./outcome.js";
+import { type Delivery, type Handler, Pool } from "./pool.js";
 import type { Queue } from "./queue.js";
 import { useSlots } from "./slots.js";
 import type { ShutdownReport, WorkerStats } from "./stats.js";
@@ -170,8 +173,15 @@ export function useWorker<T>(
 }
 
 function* stats<T>(pool: Pool<T>): Generator<unknown, WorkerStats, unknown> {
-  const c = yield* pool.engine.counts();
-  return pool.counters.snapshot(pool.inFlight.size, c.waiting + c.delayed);
+  // Never waits past `engineTimeoutMs`: with the engine down, `waiting` is the last reading.
+  if (!pool.health.down)
+    try {
+      const c = yield* pool.health.call("counts", pool.engine.counts());
+      pool.lastWaiting = c.waiting + c.delayed;
+    } catch (e) {
+      if (isCancelled(e)) throw e;
+    }
+  return pool.counters.snapshot(pool.inFlight.size, pool.lastWaiting, pool.health.reading());
 }
 
 function* shutdown<T>(pool: Pool<T>): Generator<unknown, ShutdownReport, unknown> {
@@ -207,12 +217,18 @@ function* shutdown<T>(pool: Pool<T>): Generator<unknown, ShutdownReport, unknown
     );
     yield* event("cut");
   }
-  for (const job of pool.orphans.splice(0)) {
-    yield* engine.release(job);
-    counters.released++;
-  }
   const closed = yield* race([
     function* close() {
+      // A cut delivery still unwinding past its budget (or abandoned) has its job put back here,
+      // counted and reported; whatever it does later ends nothing (`claim`). An outcome being
+      // recorded finishes, within the cap.
+      for (const d of [...pool.inFlight])
+        if (d.started && pool.claim(d)) {
+          yield* release(pool, d);
+          pool.end(d);
+        }
+      for (const job of pool.orphans.splice(0)) yield* release(pool, orphan(job));
+      yield* pool.settledBy(Infinity, `${engine.name}: recording ${pool.inFlight.size} outcomes`);
       // Jobs the engine fetched ahead for a take that never came (BullMQ: the one the last
       // completion fetched, or a blocking fetch that lands as the worker stops) go back too.
       const putBack = yield* engine.close();
@@ -232,5 +248,20 @@ function* shutdown<T>(pool: Pool<T>): Generator<unknown, ShutdownReport, unknown
     cutTree,
     closeTimedOut: !closed,
     elapsedMs: clock.now() - startedAt,
+  };
+}
+
+/** A job taken whose delivery never began, as a delivery the shutdown releases. */
+function orphan<T>(job: EngineJob<T>): Delivery<T> {
+  return {
+    job,
+    task: null,
+    started: false,
+    running: false,
+    cut: "released",
+    cancelReason: undefined,
+    settled: true,
+    startedAt: 0,
+    lastProgressAt: 0,
   };
 }

@@ -230,16 +230,34 @@ export type KeelEvent =
       readonly queue: string;
       readonly jobId: string;
       readonly attempt: number;
-      readonly transition: "start" | "complete" | "retry" | "dead-letter" | "release";
+      /**
+       * `stalled`: the worker could not record the job's outcome (its lock was lost, or the engine
+       * did not answer within `engineTimeoutMs`); the engine's own recovery redelivers it.
+       */
+      readonly transition: "start" | "complete" | "retry" | "dead-letter" | "release" | "stalled";
       /** For `start`: the most attempts the job may have (N in "attempt k of N"). */
       readonly attempts?: number;
       /** For `start`: what is left of the attempt's deadline (the job's, or the worker's `timeoutMs`). */
       readonly deadlineLeftMs?: number;
-      /** For `dead-letter`: `expired`, `exhausted` or `rejected`; for `retry`: `error` or `stalled`. */
+      /**
+       * For `dead-letter`: `expired`, `exhausted`, `rejected`, `stalled` or `abandoned`; for `retry`:
+       * `error` or `stalled`; for `stalled`: `lock-lost` or `engine-down`.
+       */
       readonly reason?: string;
       readonly delayMs?: number;
       readonly durationMs?: number;
       readonly error?: unknown;
+    })
+  // The worker's engine stopped answering (`down`: a call failed or timed out; the worker stops
+  // taking) or answers again (`up`); a warning by default.
+  | (Base & {
+      readonly type: "worker:engine";
+      readonly queue: string;
+      readonly state: "down" | "up";
+      /** For `down`: the failure that showed it (a timeout, a connection error). */
+      readonly error?: unknown;
+      /** For `up`: how long it was down. */
+      readonly downForMs?: number;
     })
   | (Base & {
       readonly type: "worker:shutdown";
@@ -286,6 +304,7 @@ export const warningEvents: ReadonlySet<KeelEventType> = new Set([
   "retry:unreachable",
   "task:blocked",
   "deadline:missing",
+  "worker:engine",
 ]);
 
 /**

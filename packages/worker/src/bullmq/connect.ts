@@ -19,6 +19,8 @@ import { Bound } from "../op.js";
  * ```
  */
 export class RedisUnavailableError extends KeelError {
+  /** The engine cannot work at all: a worker fails with it at once (not an outage to wait out). */
+  readonly fatal = true;
   constructor(
     where: string,
     readonly redis: string,

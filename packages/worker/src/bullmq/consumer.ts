@@ -15,8 +15,8 @@ export interface Held<T> {
   readonly job: BullJob<StoredJob<T>>;
   readonly token: string;
   readonly consumer: Consumer<T>;
-  /** The worker's cut for `cancelJob`, while a delivery of the job runs. */
-  onCancel: ((reason: string) => void) | null;
+  /** The worker's cut for `cancelJob` (or a lost lock), while a delivery of the job runs. */
+  onCancel: ((reason: string, kind?: "cancelled" | "lost") => void) | null;
   /** A `cancelJob` that came before the delivery started. */
   cancelled: string | null;
 }

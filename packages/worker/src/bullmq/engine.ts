@@ -17,6 +17,7 @@ import type {
   JobState,
   QueueEngine,
 } from "../engine.js";
+import { JobLockLostError } from "../engine-errors.js";
 import { QueueClosedError } from "../errors.js";
 import { Bound } from "../op.js";
 import { Consumer, type Held } from "./consumer.js";
@@ -99,20 +100,31 @@ export class BullEngine<T> implements QueueEngine<T> {
     };
   }
 
+  /** The job as this process holds it; a job it no longer holds (forgotten, its lock lost) is not its to end. */
   private held(job: EngineJob<T>): Held<T> {
     const h = this.active.get(job.id);
-    if (!h) throw new TypeError(`bullmq ${this.name}: job ${job.id} is not active in this process`);
+    if (!h) throw new JobLockLostError(this.name, job.id, "it is not active in this process");
     return h;
   }
 
   private finish(job: EngineJob<T>, step: (h: Held<T>) => Promise<unknown>) {
     const h = this.held(job);
     return until(
-      step(h).then((next) => {
-        h.consumer.untrack(job.id);
-        return h.consumer.handOver(next, h.token);
-      }),
+      step(h).then(
+        (next) => {
+          h.consumer.untrack(job.id);
+          return h.consumer.handOver(next, h.token);
+        },
+        (error: unknown) => {
+          throw lockLost(this.name, job.id, error) ?? error;
+        },
+      ),
     );
+  }
+
+  /** The worker gives up on ending `job`: its lock is no longer extended, and lapses. */
+  forget(job: EngineJob<T>): void {
+    this.active.delete(job.id);
   }
 
   /** Whether the call that ends a job may fetch the next one for `h`'s consumer. */
@@ -126,16 +138,17 @@ export class BullEngine<T> implements QueueEngine<T> {
 
   retry(job: EngineJob<T>, f: { delayMs: number; error: unknown; startedAt: number; endedAt: number }) {
     return this.finish(job, async (h) => {
-      const d = h.job.data;
+      // From this delivery's own view, not the job's data: a retry made again after a failed
+      // call (the worker's `record`) writes the same record, never a second attempt.
       const record: StoredAttempt = {
-        attempt: d.attempt ?? 1,
+        attempt: job.attempt,
         startedAt: f.startedAt,
         endedAt: f.endedAt,
         error: storedError(f.error),
         delayMs: f.delayMs,
       };
-      const history = [...(d.history ?? []), record];
-      await h.job.updateData({ ...d, attempt: (d.attempt ?? 1) + 1, history });
+      const history = [...(job.history as unknown as StoredAttempt[]), record];
+      await h.job.updateData({ ...h.job.data, attempt: job.attempt + 1, history });
       await h.job.moveToDelayed(Date.now() + f.delayMs, h.token);
     });
   }
@@ -192,11 +205,31 @@ export class BullEngine<T> implements QueueEngine<T> {
     );
   }
 
-  /** Extends the lock of every job this process holds (BullMQ would otherwise redeliver it as stalled). */
+  /**
+   * Extends the lock of every job this process holds (BullMQ would otherwise redeliver it as
+   * stalled). A job whose lock is gone (it lapsed: the event loop was blocked past `lockMs`, or
+   * Redis lost it) is no longer this process's: its delivery is cut as `lost`, and it is no longer
+   * tracked. A call that fails (Redis unreachable) changes nothing: the next round tries again.
+   */
   extendLocks(durationMs: number): Promise<unknown> {
     return Promise.all(
-      [...this.active.values()].map((h) => h.job.extendLock(h.token, durationMs).catch(() => 0)),
+      [...this.active.values()].map((h) =>
+        h.job.extendLock(h.token, durationMs).then(
+          (extended) => {
+            if (extended === 0 && this.active.get(h.job.id ?? "") === h) this.lose(h);
+          },
+          () => {},
+        ),
+      ),
     );
+  }
+
+  private lose(h: Held<T>): void {
+    this.active.delete(h.job.id ?? "");
+    const reason = `its lock in Redis lapsed (not extended within lockMs); this process no longer holds it`;
+    const cancel = h.onCancel;
+    h.onCancel = null;
+    cancel?.(reason, "lost");
   }
 
   /** Cancels a job this process holds (its delivery, now or when it starts); false if none. */
@@ -211,7 +244,7 @@ export class BullEngine<T> implements QueueEngine<T> {
     return true;
   }
 
-  onCancel(job: EngineJob<T>, cancel: ((reason: string) => void) | null): void {
+  onCancel(job: EngineJob<T>, cancel: ((reason: string, kind?: "cancelled" | "lost") => void) | null): void {
     const h = this.active.get(job.id);
     if (!h) return;
     if (cancel && h.cancelled !== null) cancel(h.cancelled);
@@ -225,7 +258,29 @@ export class BullEngine<T> implements QueueEngine<T> {
   close(): Operation<number> {
     const consumer = this.consumer;
     this.consumer = null;
-    return until(consumer ? consumer.close(false) : Promise.resolve(0));
+    if (!consumer) return until(Promise.resolve(0));
+    const closing = consumer.close(false);
+    this.closing = consumer;
+    const settled = () => {
+      if (this.closing === consumer) this.closing = null;
+    };
+    closing.then(settled, settled);
+    return until(closing);
+  }
+
+  /** A consumer whose close has not settled (the worker raced it against its cap). */
+  private closing: Consumer<T> | null = null;
+
+  /** True while a worker's close of its consumer is still unanswered: Redis is gone or paused. */
+  closeUnanswered(): boolean {
+    return this.closing !== null;
+  }
+
+  /** Drops every connection of the consumers at once (the end of a teardown Redis did not answer). */
+  disconnect(): Promise<unknown> {
+    const consumers = [this.consumer, this.closing].filter((c): c is Consumer<T> => c !== null);
+    this.consumer = null;
+    return Promise.all(consumers.map((c) => c.worker.disconnect().catch(() => {})));
   }
 
   /** At the queue's end: the consumer, if a worker left one open, without waiting for its fetch. */
@@ -258,6 +313,16 @@ function* takeJob<T>(engine: BullEngine<T>): Generator<unknown, EngineJob<T>, un
       throw e;
     }
   }
+}
+
+/**
+ * BullMQ's errors that say this process no longer holds the job (its record or lock is gone, or it
+ * is no longer active: the stalled check moved it), as a `JobLockLostError`; `null` for any other.
+ */
+function lockLost(queue: string, id: string, error: unknown): JobLockLostError | null {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code !== -1 && code !== -2 && code !== -3 && code !== -6) return null;
+  return new JobLockLostError(queue, id, (error as Error).message, { cause: error });
 }
 
 /** A BullMQ job state as the engine's (`failed` is a dead letter; a prioritized job waits). */

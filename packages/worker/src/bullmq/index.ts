@@ -3,7 +3,7 @@
  * worker processes on several machines. `bullmq` and a Redis client (`ioredis`) are optional peers.
  * @module @keel/worker/bullmq
  */
-import { type Operation, resource, sleep, spawn, until } from "@keel/core";
+import { type Operation, race, resource, sleep, spawn, until } from "@keel/core";
 import { Queue as BullQueue, Worker as BullWorker, type ConnectionOptions } from "bullmq";
 import { checkKeys, checkObject, checkWhole, invalidType } from "../checks.js";
 import { type Queue, queueOver } from "../queue.js";
@@ -110,7 +110,9 @@ export function useBullQueue<T>(options: {
         yield* spawn(function* extendLocks() {
           for (;;) {
             yield* sleep(lockMs / 2);
-            yield* until(engine.extendLocks(lockMs));
+            // A round Redis does not answer is left behind (its replies still land): the next one
+            // starts on time, so one stuck call never stops the extensions.
+            yield* race([until(engine.extendLocks(lockMs)), sleep(lockMs / 2)]);
           }
         });
         const base = queueOver(engine);
@@ -128,13 +130,48 @@ export function useBullQueue<T>(options: {
           cancelJob: (id, reason) => engine.cancelJob(id, reason),
         });
       } finally {
-        yield* until(engine.closeNow().catch(() => {}));
+        // Bounded, whatever Redis does: a close that gets no answer is cut to a disconnect, at
+        // once when a worker's close already went unanswered (Redis is gone or paused), so the
+        // queue's teardown adds nothing to the worker's shutdown bound.
+        const capMs = engine.closeUnanswered() ? 0 : CLOSE_CAP_MS;
+        yield* closeWithin(
+          capMs,
+          () => engine.closeNow(),
+          () => engine.disconnect(),
+        );
         // BullMQ's close of a connection still being made disconnects it (no wait for Redis).
-        yield* until(queue.close().catch(() => {}));
+        yield* closeWithin(
+          capMs,
+          () => queue.close(),
+          () => queue.disconnect(),
+        );
       }
     },
     { name: `bullmq ${name}` },
   );
+}
+
+/** How long the queue's own teardown waits for Redis to answer before it disconnects. */
+const CLOSE_CAP_MS = 1_000;
+
+/** `close()` raced against `capMs`, then `disconnect()` (local, at once); neither fails the teardown. */
+function* closeWithin(
+  capMs: number,
+  close: () => Promise<unknown>,
+  disconnect: () => Promise<unknown>,
+): Generator<unknown, void, unknown> {
+  const closed = yield* race([
+    function* graceful() {
+      if (capMs === 0) return false;
+      yield* until(close().catch(() => {}));
+      return true;
+    },
+    function* cap() {
+      yield* sleep(capMs);
+      return false;
+    },
+  ]);
+  if (!closed) yield* until(disconnect().catch(() => {}));
 }
 
 /**

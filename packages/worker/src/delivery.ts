@@ -24,9 +24,11 @@ import type { Job } from "./worker.js";
 
 /**
  * The delivery's task: the handler under `min(job deadline, now + timeoutMs)`, then the one outcome.
- * A cut (the shutdown's, the stall watchdog's, the engine's own cancellation) cancels this task
- * while its handler runs: the outcome is then settled as the task unwinds, within the worker's
- * cleanup budget (its slot's).
+ * A cut (the shutdown's, the stall watchdog's, the engine's own cancellation, a lost lock) cancels
+ * this task while its handler runs; the task only records how the handler ended (`d.result`), and
+ * its slot ends the job once the task is done (`endAfterCut`): a task past its cleanup budget
+ * has every wait cut, so a call to the engine made from it could be cut halfway (sent, its answer
+ * never read).
  */
 export function* deliver<T>(
   pool: Pool<T>,
@@ -51,6 +53,7 @@ export function* deliver<T>(
     }
     d.lastProgressAt = startedAt;
     const until = Math.min(job.deadlineAt, startedAt + config.timeoutMs);
+    d.until = until;
     // Asked once per delivery, so a delivery reports both its start and its completion or neither
     // (as a timeout scope does): with nobody listening, the two transitions every job makes build
     // no event (~0.7 µs per job on the embedded queue). The rarer ones (retry, dead letter,
@@ -87,16 +90,18 @@ export function* deliver<T>(
     } catch (error) {
       d.running = false;
       if (onCancel) engine.onCancel?.(job, null);
-      if (!isCancelled(error)) failed = { ok: false, error };
-      else {
-        // A cut settles its outcome while the task unwinds; a cancellation that is not a cut (the
-        // worker torn down without its shutdown) settles nothing: the engine still holds the job.
-        if (d.cut !== null) yield* settle(pool, d, { ok: false, error }, until, attempts);
-        throw error;
-      }
+      // A cut's `Cancelled` unwinds the task: its slot ends the job. (A cancellation that is not
+      // a cut, the worker torn down without its shutdown, ends nothing: the engine holds the job.)
+      if (isCancelled(error)) throw error;
+      failed = { ok: false, error };
     }
     d.running = false;
     if (onCancel) engine.onCancel?.(job, null);
+    if (d.cut !== null) {
+      // Cut, and the handler returned or threw anyway: its slot ends the job, as it says.
+      d.result = failed ?? RETURNED;
+      return;
+    }
     if (watchdog) yield* watchdog.cancel();
     if (failed) return yield* settle(pool, d, failed, until, attempts);
     yield* complete(pool, d, base);
@@ -106,7 +111,9 @@ export function* deliver<T>(
     // the worker fails with it, after its shutdown has drained the other deliveries.
     pool.fail(error);
   } finally {
-    pool.end(d);
+    d.unwound = true;
+    // Ended here once settled; otherwise its slot ends the job, then the delivery.
+    if (d.settled) pool.end(d);
   }
 }
 
@@ -170,6 +177,7 @@ function* reportProgress<T>(
 }
 
 const CUT: Failed = { ok: false, error: undefined };
+const RETURNED = "returned";
 
 /** The handler's operation under the delivery's deadline. */
 function underDeadline<T>(pool: Pool<T>, job: Job<T>, until: number): Operation<unknown> {

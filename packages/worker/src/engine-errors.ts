@@ -126,8 +126,8 @@ export function isJobLockLostError(e: unknown): e is JobLockLostError {
 }
 
 /**
- * A delivery whose handler was cut and never let go (it swallowed `Cancelled` and went on waiting),
- * so the runtime abandoned its task: the job is dead-lettered as `abandoned` with this error (not
+ * A delivery whose handler was cut and did not end within the cleanup budget (it swallowed
+ * `Cancelled` and went on waiting, so the runtime abandoned its task, or its ending was itself cut): the job is dead-lettered as `abandoned` with this error (not
  * retried: a handler that ignores its cut would hold a slot's worth of work each time), or released
  * when the cut was the shutdown's.
  *
@@ -135,7 +135,7 @@ export function isJobLockLostError(e: unknown): e is JobLockLostError {
  * ```ts
  * import { JobAbandonedError } from "@keel/worker";
  * const e = new JobAbandonedError("mail", "m1", "timeout");
- * console.log(e.retryable, e.message); // false mail/m1: its handler did not end after its cut (timeout) and was abandoned
+ * console.log(e.retryable, e.message); // false mail/m1: its handler did not end within the cleanup budget after its cut (timeout)
  * ```
  */
 export class JobAbandonedError extends KeelError {
@@ -148,9 +148,22 @@ export class JobAbandonedError extends KeelError {
   ) {
     super(
       "KEEL_JOB_ABANDONED",
-      `${queue}/${jobId}: its handler did not end after its cut (${cut}) and was abandoned`,
+      `${queue}/${jobId}: its handler did not end within the cleanup budget after its cut (${cut})`,
       options,
     );
     this.name = "JobAbandonedError";
   }
+}
+
+/**
+ * True for a {@link JobAbandonedError}.
+ *
+ * @example
+ * ```ts
+ * import { isJobAbandonedError } from "@keel/worker";
+ * console.log(isJobAbandonedError(new Error("x"))); // false
+ * ```
+ */
+export function isJobAbandonedError(e: unknown): e is JobAbandonedError {
+  return (e as { code?: unknown } | null)?.code === "KEEL_JOB_ABANDONED";
 }

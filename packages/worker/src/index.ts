@@ -22,6 +22,7 @@ export {
   EngineUnavailableError,
   isEngineTimeoutError,
   isEngineUnavailableError,
+  isJobAbandonedError,
   isJobLockLostError,
   JobAbandonedError,
   JobLockLostError,

@@ -6,7 +6,7 @@
  * puts the job back (BullMQ's stalled check, once its lock lapses).
  * @module
  */
-import { emitEvent, isCancelled, isTimeoutError, type Operation, random } from "@keel/core";
+import { emitEvent, eventsWanted, isCancelled, isTimeoutError, type Operation, random } from "@keel/core";
 import type { DeadLetterReason, EngineJob, JobAttempt } from "./engine.js";
 import { isJobLockLostError, JobAbandonedError, JobLockLostError } from "./engine-errors.js";
 import { JobCancelledError, JobExpiredError, JobStalledError } from "./errors.js";
@@ -44,6 +44,22 @@ export function* complete<T>(
  * reported `stalled`.
  */
 export function* record<T>(
+  pool: Pool<T>,
+  d: Delivery<T>,
+  what: string,
+  make: () => Operation<void>,
+): Generator<unknown, boolean, unknown> {
+  try {
+    return yield* recordOnce(pool, d, what, make);
+  } catch (e) {
+    // Cut while recording (a delivery past its cleanup budget, whose every wait now throws): the
+    // claim is given back, and its slot (or the shutdown) ends the job instead.
+    if (isCancelled(e)) d.settled = false;
+    throw e;
+  }
+}
+
+function* recordOnce<T>(
   pool: Pool<T>,
   d: Delivery<T>,
   what: string,
@@ -148,11 +164,27 @@ export function* settle<T>(
 }
 
 /**
- * A delivery whose task ended without an outcome: the runtime abandoned it after its cut (its
- * handler swallowed `Cancelled` and went on). Released when the cut was the shutdown's, else
- * dead-lettered as `abandoned`.
+ * Ends the job of a delivery whose task ended without doing so (its slot calls this): a cut one,
+ * as its cut says (or completed, when its handler returned anyway, or as the error it threw);
+ * one the runtime abandoned (its handler swallowed `Cancelled` and went on), released when the cut
+ * was the shutdown's, else dead-lettered as `abandoned`.
  */
-export function* settleAbandoned<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, void, unknown> {
+export function* endAfterCut<T>(
+  pool: Pool<T>,
+  d: Delivery<T>,
+  attempts: number,
+): Generator<unknown, void, unknown> {
+  if (!d.unwound) return yield* settleAbandoned(pool, d);
+  if (d.result === "returned") {
+    const wanted = yield* eventsWanted();
+    return yield* complete(pool, d, wanted ? baseOf(pool.engine.name, d.job) : null);
+  }
+  yield* settle(pool, d, d.result ?? CUT, d.until, attempts);
+}
+
+const CUT: Failed = { ok: false, error: undefined };
+
+function* settleAbandoned<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, void, unknown> {
   if (!pool.claim(d)) return;
   const { engine, clock } = pool;
   const job = d.job;

@@ -32,7 +32,13 @@ export interface Delivery<T> {
    * that overran its cut), before its call to the engine: a job is ended by one of them, once.
    */
   settled: boolean;
+  /** Set when the delivery's task ran to its end (its `finally`): false for one the runtime abandoned. */
+  unwound: boolean;
+  /** How a cut handler ended, when it ended at all: returned, or threw (not `Cancelled`). */
+  result: { ok: false; error: unknown } | "returned" | null;
   startedAt: number;
+  /** The delivery's deadline: `min(job deadline, start + timeoutMs)`. */
+  until: number;
   lastProgressAt: number;
 }
 
@@ -86,7 +92,10 @@ export class Pool<T> {
       cut: null,
       cancelReason: undefined,
       settled: false,
+      unwound: false,
+      result: null,
       startedAt: 0,
+      until: 0,
       lastProgressAt: 0,
     };
     this.inFlight.add(d);

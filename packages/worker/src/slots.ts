@@ -12,7 +12,7 @@ import { deliver } from "./delivery.js";
 import type { EngineJob } from "./engine.js";
 import { isQueueClosedError } from "./errors.js";
 import { Bound } from "./op.js";
-import { settleAbandoned } from "./outcome.js";
+import { endAfterCut } from "./outcome.js";
 import type { Pool, Slot } from "./pool.js";
 
 /** Starts the slots of `pool`, in a resource of the caller's scope. */
@@ -83,9 +83,9 @@ function* slot<T>(pool: Pool<T>, s: Slot): Generator<unknown, void, unknown> {
         if (isCancelled(e)) throw e;
         if (!isTaskCancelledError(e) && d.settled) throw e;
       }
-      // Ended without an outcome: the runtime abandoned it (its handler ignored its cut). Its job
-      // is ended here, so that it never stays active (or locked) for ever.
-      if (d.started && !d.settled) yield* settleAbandoned(pool, d);
+      // Cut, or abandoned by the runtime (its handler ignored its cut): its job is ended here, by
+      // a task that is not cut, so that it never stays active (or locked) for ever.
+      if (d.started && !d.settled) yield* endAfterCut(pool, d, job.attempts ?? config.attempts);
     } finally {
       // A delivery ends itself once settled; this is for one whose task ended before it began.
       pool.end(d);

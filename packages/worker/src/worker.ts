@@ -261,7 +261,10 @@ function orphan<T>(job: EngineJob<T>): Delivery<T> {
     cut: "released",
     cancelReason: undefined,
     settled: true,
+    unwound: true,
+    result: null,
     startedAt: 0,
+    until: 0,
     lastProgressAt: 0,
   };
 }

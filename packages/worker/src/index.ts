@@ -19,10 +19,12 @@ export type {
 } from "./engine.js";
 export {
   isJobExpiredError,
+  isJobStalledOutError,
   isQueueClosedError,
   JobCancelledError,
   JobExpiredError,
   JobStalledError,
+  JobStalledOutError,
   QueueClosedError,
 } from "./errors.js";
 export type { MemoryQueue } from "./memory-queue.js";

@@ -89,7 +89,7 @@ export class JobStalledOutError extends KeelError {
     readonly jobId: string,
     readonly stalls: number | undefined,
   ) {
-    const times = stalls === undefined ? "" : ` (${stalls} stalls)`;
+    const times = stalls === undefined ? "" : ` (${stalls} stall${stalls === 1 ? "" : "s"})`;
     super(
       "KEEL_JOB_STALLED_OUT",
       `${queue}/${jobId}: stalled more than maxStalls times${times}: each time, the process running it ` +

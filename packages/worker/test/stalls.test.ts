@@ -3,12 +3,14 @@
  * process die is dead-lettered as `stalled` after `maxStalls + 1` deliveries, while the other jobs
  * complete once and a supervisor restarts the dead processes. Real processes against a Redis of the
  * test's own (`startRedis`): the test controls every key and every stall check on it, and a test
- * process that dies mid-way leaves nothing on the shared Redis. Waits are on conditions, with one
- * hang guard; skipped without `redis-server`.
+ * process that dies mid-way leaves nothing on the shared Redis. And `maxStalls: 0` in one process:
+ * a job whose holder vanished is dead-lettered at its first stall, unrun. Waits are on conditions,
+ * with one hang guard; skipped without `redis-server`.
  */
-import { run, sleep, until } from "@keel/core";
-import { isJobStalledOutError } from "@keel/worker";
+import { type KeelEvent, run, sleep, until } from "@keel/core";
+import { isJobStalledOutError, useWorker } from "@keel/worker";
 import { useBullQueue } from "@keel/worker/bullmq";
+import { Worker as BullWorker } from "bullmq";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Child, type Exit, startChild } from "../../core/test/support/child.js";
@@ -157,5 +159,56 @@ describe.skipIf(!hasRedisServer)(
         redis.disconnect();
       }
     }, 30_000);
+
+    it("maxStalls 0: a job whose holder vanished is dead-lettered at its first stall, unrun, with a worker:job event", async () => {
+      const prefix = "keel-stalls-zero";
+      const connection = server.connection;
+      // A holder that takes the job and vanishes without a word: its lock lapses.
+      const holder = new BullWorker("zero", null, { connection, prefix, autorun: false, lockDuration: 300 });
+      const events: KeelEvent[] = [];
+      const guardAt = performance.now() + GUARD_MS;
+      try {
+        const r = await run(
+          function* test() {
+            const queue = yield* useBullQueue<string>({
+              name: "zero",
+              connection,
+              prefix,
+              lockMs: 300,
+              maxStalls: 0,
+            });
+            yield* queue.add("poison", { id: "z1" });
+            const held = yield* until(holder.getNextJob("vanished"));
+            yield* until(holder.close(true));
+            const ran: string[] = [];
+            yield* useWorker(queue, function* handle(job) {
+              ran.push(job.id);
+            });
+            while ((yield* queue.counts()).deadLettered < 1) {
+              if (performance.now() > guardAt)
+                throw new Error(`hang guard: no dead letter within ${GUARD_MS} ms`);
+              yield* sleep(50);
+            }
+            return { held: held?.id, ran, deadLetters: yield* queue.deadLetters() };
+          },
+          { onEvent: (e) => events.push(e) },
+        );
+        expect(r.held).toBe("z1");
+        expect(r.ran).toEqual([]);
+        expect(r.deadLetters).toMatchObject([{ id: "z1", reason: "stalled" }]);
+        expect((r.deadLetters[0]!.error as Error).message).toMatch(
+          /^zero\/z1: stalled more than maxStalls times \(1 stall\)/,
+        );
+        const deadLetterEvents = events.filter(
+          (e) => e.type === "worker:job" && e.transition === "dead-letter",
+        );
+        expect(deadLetterEvents).toMatchObject([
+          { queue: "zero", jobId: "z1", attempt: 1, reason: "stalled" },
+        ]);
+        expect(isJobStalledOutError((deadLetterEvents[0] as { error?: unknown }).error)).toBe(true);
+      } finally {
+        await holder.close(true).catch(() => {});
+      }
+    });
   },
 );

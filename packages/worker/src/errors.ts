@@ -69,6 +69,51 @@ export class JobStalledError extends KeelError {
 }
 
 /**
+ * A job whose deliveries stalled more than the queue allows (`maxStalls`, BullMQ's
+ * `maxStalledCount`): each time, the process running it died or lost its lock, so it is
+ * dead-lettered as `stalled` instead of being delivered again. Usually its handler makes the process
+ * die (`process.exit`, an uncaught crash, an out-of-memory kill). `stalls` is how many times it
+ * stalled, when the engine knows it.
+ *
+ * @example
+ * ```ts
+ * import { isJobStalledOutError, JobStalledOutError } from "@keel/worker";
+ * const e = new JobStalledOutError("mail", "m1", 2);
+ * console.log(isJobStalledOutError(e), e.code, e.retryable); // true KEEL_JOB_STALLED_OUT false
+ * ```
+ */
+export class JobStalledOutError extends KeelError {
+  readonly retryable = false;
+  constructor(
+    readonly queue: string,
+    readonly jobId: string,
+    readonly stalls: number | undefined,
+  ) {
+    const times = stalls === undefined ? "" : ` (${stalls} stall${stalls === 1 ? "" : "s"})`;
+    super(
+      "KEEL_JOB_STALLED_OUT",
+      `${queue}/${jobId}: stalled more than maxStalls times${times}: each time, the process running it ` +
+        "died or lost its lock; usually its handler crashes the process (process.exit, an uncaught " +
+        "error, an out-of-memory kill), so it is dead-lettered instead of being delivered again",
+    );
+    this.name = "JobStalledOutError";
+  }
+}
+
+/**
+ * True for a {@link JobStalledOutError}, across duplicate package copies.
+ *
+ * @example
+ * ```ts
+ * import { isJobStalledOutError } from "@keel/worker";
+ * console.log(isJobStalledOutError(new Error("stalled"))); // false
+ * ```
+ */
+export function isJobStalledOutError(e: unknown): e is JobStalledOutError {
+  return (e as { code?: unknown } | null)?.code === "KEEL_JOB_STALLED_OUT";
+}
+
+/**
  * A job cancelled through its engine's own cancellation (BullMQ: `worker.cancelJob(id, reason)`):
  * its handler got `Cancelled` and its cleanup ran, and the job is dead-lettered as `rejected` with
  * this error (a deliberate stop is not retried).

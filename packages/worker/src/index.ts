@@ -30,10 +30,12 @@ export {
 export type { EngineHealthReading } from "./engine-health.js";
 export {
   isJobExpiredError,
+  isJobStalledOutError,
   isQueueClosedError,
   JobCancelledError,
   JobExpiredError,
   JobStalledError,
+  JobStalledOutError,
   QueueClosedError,
 } from "./errors.js";
 export type { MemoryQueue } from "./memory-queue.js";

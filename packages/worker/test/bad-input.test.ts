@@ -5,6 +5,7 @@
 import { constant, emitEvent, type PackageEventInput, run, sleep, until } from "@keel/core";
 import { createHarness } from "@keel/testing";
 import { createMemoryQueue, type Queue, useWorker, type WorkerOptions } from "@keel/worker";
+import { useBullQueue } from "@keel/worker/bullmq";
 import { describe, expect, it } from "vitest";
 
 async function withQueue<R>(body: (queue: Queue<string>) => Generator<unknown, R, unknown>): Promise<R> {
@@ -170,6 +171,35 @@ describe("the queue refuses bad input, naming it", () => {
       expect(counts.waiting + counts.delayed).toBe(0);
     });
   }
+});
+
+describe("useBullQueue refuses a bad maxStalls at the call, naming it (no Redis needed)", () => {
+  const connection = { host: "127.0.0.1", port: 6379 };
+  for (const maxStalls of [-1, 1.5, Number.NaN, Infinity, "2", null]) {
+    it(`maxStalls ${String(maxStalls)}`, () => {
+      let thrown: unknown;
+      try {
+        useBullQueue({ name: "q", connection, maxStalls: maxStalls as never });
+      } catch (e) {
+        thrown = e;
+      }
+      expect(thrown).toBeInstanceOf(RangeError);
+      expect((thrown as Error).message).toMatch(
+        /^useBullQueue\(\{ maxStalls \}\): expected a whole number ≥ 0, got /,
+      );
+      expect((thrown as { code?: string }).code).toBe("KEEL_INVALID_ARGUMENT");
+    });
+  }
+
+  it("maxStalls 0 (dead-letter at the first stall) is accepted", () => {
+    expect(() => useBullQueue({ name: "q", connection, maxStalls: 0 })).not.toThrow();
+  });
+
+  it("BullMQ's own name for it, maxStalledCount, is refused as an unknown option listing maxStalls", () => {
+    expect(() => useBullQueue({ name: "q", connection, maxStalledCount: 3 } as never)).toThrow(
+      /useBullQueue\(options\) \{ maxStalledCount \}: expected one of the known options \(.*maxStalls\)/,
+    );
+  });
 });
 
 describe("emitEvent (core) takes only package event families", () => {

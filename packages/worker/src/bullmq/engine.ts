@@ -21,7 +21,8 @@ import { JobLockLostError } from "../engine-errors.js";
 import { QueueClosedError } from "../errors.js";
 import { Bound } from "../op.js";
 import { Consumer, type Held } from "./consumer.js";
-import { revive, type StoredAttempt, type StoredJob, storedError } from "./stored.js";
+import { failDeferred, letterOf } from "./stalled.js";
+import { type StoredAttempt, type StoredJob, storedError } from "./stored.js";
 
 export class BullEngine<T> implements QueueEngine<T> {
   // Invariant: every job this process holds active is here with the token that locks it (and its
@@ -196,8 +197,8 @@ export class BullEngine<T> implements QueueEngine<T> {
         jobs.reverse().map((j) => ({
           id: j.id ?? "",
           data: j.data.payload,
-          reason: j.data.deadReason ?? "rejected",
-          error: j.data.deadError ? revive(j.data.deadError) : j.failedReason,
+          // A job BullMQ failed for stalling more than maxStalls times reads as `stalled`.
+          ...letterOf(this.name, j),
           history: (j.data.history ?? []) as JobAttempt[],
           at: j.finishedOn ?? 0,
         })),
@@ -304,7 +305,14 @@ function* takeJob<T>(engine: BullEngine<T>): Generator<unknown, EngineJob<T>, un
   for (;;) {
     if (consumer.closing) throw new QueueClosedError(engine.name, "take");
     const h = consumer.next();
-    if (h) return engine.view(h);
+    if (h) {
+      // A job that stalled out (see stalled.ts) is failed unrun, and the take goes on.
+      if (h.job.deferredFailure) {
+        yield* failDeferred(engine.name, h);
+        continue;
+      }
+      return engine.view(h);
+    }
     consumer.fetch();
     try {
       yield* consumer.arrival();

@@ -15,6 +15,8 @@ export { isRedisUnavailableError, RedisUnavailableError } from "./connect.js";
 
 /** BullMQ's default lock on an active job (and stalled-check period). */
 const LOCK_MS = 30_000;
+/** BullMQ's default `maxStalledCount`: a job is dead-lettered at its second stall. */
+const MAX_STALLS = 1;
 /** How long `useBullQueue` (and a worker's first take) waits for Redis to answer. */
 const CONNECT_TIMEOUT_MS = 10_000;
 
@@ -25,7 +27,17 @@ const CONNECT_TIMEOUT_MS = 10_000;
  * **Crashes**: a job is locked in Redis for `lockMs` (default 30 000) while a process runs it, and
  * that process extends the lock every `lockMs / 2`. If the process dies (SIGKILL, a lost machine),
  * the lock lapses and the stalled check of any live worker on the queue (every `lockMs`) puts the
- * job back to wait, with its attempt unspent (BullMQ fails it instead the second time it stalls).
+ * job back to wait, with its attempt unspent.
+ *
+ * **Poison jobs**: a job whose deliveries stalled more than `maxStalls` times (default 1, BullMQ's
+ * `maxStalledCount`) is not delivered again: the next worker to fetch it dead-letters it, reason
+ * `stalled`, with a `JobStalledOutError` (`KEEL_JOB_STALLED_OUT`) in `deadLetters()`; in Redis it is
+ * `failed` with BullMQ's reason, "job stalled more than allowable limit". Such a job usually makes
+ * the process running it die (`process.exit`, an out-of-memory kill), so that a fleet of restarted
+ * workers would otherwise crash on it forever. `maxStalls: 0` dead-letters a job at its first stall.
+ * A lock that lapsed under a live process (an event loop blocked longer than `lockMs`) counts as a
+ * stall too. The dead letter is a `worker:job` event (`dead-letter`, reason `stalled`) in the process
+ * that fetched the job; that worker's `stats()` and `deadLetter` sink do not see it.
  *
  * **Time**: deadlines are absolute instants of the runtime's clock (the real clock: epoch
  * milliseconds), so the machines sharing a queue need agreeing clocks; delays are Redis-side.
@@ -57,7 +69,8 @@ const CONNECT_TIMEOUT_MS = 10_000;
  * }
  * ```
  * @throws `TypeError` for a missing `name` or `connection`; `RangeError` for a `lockMs` that is not a
- * whole number ≥ 100 or a `connectTimeoutMs` that is not a whole number ≥ 1; `RedisUnavailableError`
+ * whole number ≥ 100, a `connectTimeoutMs` that is not a whole number ≥ 1 or a `maxStalls` that is
+ * not a whole number ≥ 0; `RedisUnavailableError`
  * (from the operation) when Redis does not answer within `connectTimeoutMs`.
  */
 export function useBullQueue<T>(options: {
@@ -66,15 +79,28 @@ export function useBullQueue<T>(options: {
   prefix?: string;
   lockMs?: number;
   connectTimeoutMs?: number;
+  /** How many times a job's deliveries may stall before it is dead-lettered as `stalled` (default 1). */
+  maxStalls?: number;
 }): Operation<BullQueueHandle<T>> {
   const o = checkObject("useBullQueue(options)", options);
-  checkKeys("useBullQueue(options)", o, ["name", "connection", "prefix", "lockMs", "connectTimeoutMs"]);
+  checkKeys("useBullQueue(options)", o, [
+    "name",
+    "connection",
+    "prefix",
+    "lockMs",
+    "connectTimeoutMs",
+    "maxStalls",
+  ]);
   const lockMs =
     options.lockMs === undefined ? LOCK_MS : checkWhole("useBullQueue({ lockMs })", options.lockMs, 100);
   const connectTimeoutMs =
     options.connectTimeoutMs === undefined
       ? CONNECT_TIMEOUT_MS
       : checkWhole("useBullQueue({ connectTimeoutMs })", options.connectTimeoutMs, 1);
+  const maxStalls =
+    options.maxStalls === undefined
+      ? MAX_STALLS
+      : checkWhole("useBullQueue({ maxStalls })", options.maxStalls, 0);
   if (typeof options.name !== "string" || options.name === "")
     throw invalidType("useBullQueue({ name })", "a non-empty string", options.name);
   if (typeof options.connection !== "object" || options.connection === null)
@@ -101,6 +127,7 @@ export function useBullQueue<T>(options: {
             autorun: false,
             lockDuration: lockMs,
             stalledInterval: lockMs,
+            maxStalledCount: maxStalls,
             drainDelay: 1,
           }),
         redis,

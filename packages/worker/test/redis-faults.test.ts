@@ -203,12 +203,14 @@ describe.skipIf(!hasRedisServer)("a worker through Redis faults (a Redis of the 
     "a SIGTERM while Redis is down: the whole shutdown fits in drainMs + cleanupBudgetMs + closeCapMs (main's budget), exit 143",
     async () => {
       const own = (redis = await startRedis());
-      const child = startChild(faultWorker, String(own.port), "", "hang");
+      process.env.KEEL_FAULT_DEBUG = "1";
+    const child = startChild(faultWorker, String(own.port), "sigterm", "hang");
       await child.waitForLine("ready");
       await run(function* add() {
         const queue = yield* useBullQueue<string>({ name: "faults", connection: own.connection });
         yield* queue.add("x", { id: "h1" });
         yield* queue.add("x", { id: "h2" });
+      console.log("DBG", yield* queue.counts());
       });
       await child.waitForLine("started h1");
       await child.waitForLine("started h2");

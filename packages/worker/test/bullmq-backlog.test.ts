@@ -8,7 +8,8 @@
 import { action, type Operation, run, sleep, spawn, suspend, until } from "@keel/core";
 import { type ShutdownReport, useWorker } from "@keel/worker";
 import { type BullQueueHandle, useBullQueue } from "@keel/worker/bullmq";
-import { describe, expect, it } from "vitest";
+import { Queue as BullQueue, Worker as BullWorker } from "bullmq";
+import { describe, expect, it, vi } from "vitest";
 import { redisUp } from "./redis.js";
 
 const NAME = "backlog";
@@ -274,6 +275,37 @@ describe.skipIf(!redisUp)("the BullMQ engine fills its slots from a backlog", ()
     expect(r.second.every((s) => s.attempt === 1)).toBe(true);
     expect(r.end).toMatchObject({ completed: r.all.length, active: 0, waiting: 0 });
   }, 60_000);
+
+  it("a global rate limit set through BullMQ is waited out: every job runs, with a few fetches instead of a spin", async () => {
+    const fetches = vi.spyOn(BullWorker.prototype, "getNextJob");
+    try {
+      const r = await withBull(function* (queue, prefix) {
+        // BullMQ's getNextJob answers nothing, without asking Redis, until the limit ends.
+        const bull = new BullQueue(NAME, { connection: { host: "127.0.0.1", port: 6379 }, prefix });
+        try {
+          yield* until(bull.setGlobalRateLimit(2, 500));
+        } finally {
+          yield* until(bull.close());
+        }
+        for (let i = 0; i < 6; i++) yield* queue.add(i);
+        const handled: number[] = [];
+        yield* useWorker(
+          queue,
+          function* limited(job) {
+            handled.push(job.data);
+          },
+          { concurrency: 4 },
+        );
+        yield* ended(queue, 6);
+        return { handled: handled.sort((a, b) => a - b), fetches: fetches.mock.calls.length };
+      });
+      expect(r.handled).toEqual([0, 1, 2, 3, 4, 5]);
+      // About 10 (the first round, then one per limit's end); a spin makes hundreds of thousands a second.
+      expect(r.fetches).toBeLessThan(100);
+    } finally {
+      fetches.mockRestore();
+    }
+  }, 30_000);
 
   it("200 jobs at concurrency 8 are each completed exactly once", async () => {
     const r = await withBull(function* (queue) {

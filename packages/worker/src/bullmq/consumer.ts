@@ -1,8 +1,8 @@
 /**
- * `Consumer`: one BullMQ `Worker` used as a job source. Jobs are fetched by hand, one blocking fetch
- * at a time, or handed over by the Redis call that ended the previous job (`fetchNext`, as BullMQ's
- * own loop does it: one round trip per job instead of two); a job fetched before a `take` asks for
- * it waits in `fetched` (still locked), and is put back when the consumer closes.
+ * `Consumer`: one BullMQ `Worker` used as a job source. Jobs are fetched by hand for the takes that
+ * wait (`pump`), or handed over by the Redis call that ended the previous job (`fetchNext`, as
+ * BullMQ's own loop does it: one round trip per job instead of two); a job fetched before a `take`
+ * asks for it waits in `fetched` (still locked), and is put back when the consumer closes.
  * @module
  */
 import { action, type Operation } from "@keel/core";
@@ -23,21 +23,41 @@ export interface Held<T> {
 
 /**
  * `nextJobFromJobData` and `updateDelays` turn the next job's data returned by a `moveTo…` call into
- * a job, as BullMQ's own loop does (bullmq 6.7, pinned). BullMQ's lock manager is not used: the
- * engine extends the locks of its jobs itself, and keeps their cancellation itself (`Held`).
+ * a job, as BullMQ's own loop does (bullmq 6.7, pinned). `drained` (the last fetch found the queue
+ * empty: `getNextJob` then blocks on the marker) and `limitUntil` (a rate limit's end, before which
+ * `getNextJob` returns nothing without asking Redis) are the worker's own bookkeeping of those
+ * replies, read by `pump`. BullMQ's lock manager is not used: the engine extends the locks of its
+ * jobs itself, and keeps their cancellation itself (`Held`).
  */
 interface Internals<T> {
+  drained: boolean;
+  readonly limitUntil: number;
   createJob(data: unknown, id: string): BullJob<StoredJob<T>>;
   updateDelays(limitDelayMs?: number, delayUntil?: number): void;
   nextJobFromJobData(data?: unknown, id?: string, token?: string): Promise<BullJob<StoredJob<T>> | undefined>;
 }
 
 export class Consumer<T> {
-  // Invariant: every job in `fetched` is in `held` (locked with its token); `fetched` plus the fetch
-  // in flight never exceeds the slots its worker has free (see `take` in the engine).
+  // Invariant: every job in `fetched` is in `held` (locked with its token). A fetch starts only for a
+  // waiting take that has none on its way (`fetches.size + fetched.length < waiters.length`), and a
+  // take waits only for a free slot, so `fetched` plus the fetches in flight never exceed the slots
+  // its worker has free (a job handed over by `fetchNext` is for the slot whose job it ended).
   readonly fetched: Held<T>[] = [];
   closing = false;
-  private fetching: Promise<void> | null = null;
+  /** The fetches in flight (`getNextJob`), each started for one waiting take. */
+  private readonly fetches = new Set<Promise<void>>();
+  /** Whether one of them blocks on the queue's marker (BZPOPMIN): at most one at a time. */
+  private blocking = false;
+  /**
+   * How many non-blocking fetches may be in flight: one more for each that found a job, back to one
+   * when one found none and after a blocking fetch (a slow start, as TCP's: a backlog found by a
+   * blocking fetch fills the waiting takes in a few round trips, doubling each, while a trickle of
+   * jobs costs one empty fetch each rather than one per idle slot). Unbounded at first: a new worker
+   * fills its slots from a backlog in one round trip.
+   */
+  private window = Infinity;
+  /** Set while `pump` waits for a rate limit to end (BullMQ's `getNextJob` returns nothing till then). */
+  private limitTimer: ReturnType<typeof setTimeout> | null = null;
   private failure: { error: unknown } | null = null;
   private readonly waiters: (() => void)[] = [];
   private readonly releasing: Promise<unknown>[] = [];
@@ -82,44 +102,83 @@ export class Consumer<T> {
     return `${this.worker.id}:${++this.seq}`;
   }
 
-  /** The next fetched job, or `null`: the caller fetches and waits again (see the engine's `take`). */
+  /** The next fetched job, or `null`: the caller waits for one (see the engine's `take`). */
   next(): Held<T> | null {
     if (this.failure) {
       const { error } = this.failure;
       this.failure = null;
       throw error;
     }
-    return this.fetched.shift() ?? null;
+    const h = this.fetched.shift();
+    if (!h) return null;
+    // `pump` counted this job for the waiting takes while a woken take had yet to collect it: now
+    // that it has, they may lack a fetch (without this, the last of a fill waits for a completion).
+    if (this.waiters.length > 0) this.pump();
+    return h;
   }
 
-  /** Starts one blocking fetch unless one is in flight. */
-  fetch(): void {
-    if (this.fetching || this.closing) return;
-    const token = this.token();
-    this.fetching = this.worker.getNextJob(token, { block: true }).then(
-      (job) => {
-        this.fetching = null;
-        if (job) this.arrive(job, token);
-        // One taker: it takes the job, or fetches again.
-        this.wakeOne();
-      },
-      (error: unknown) => {
-        this.fetching = null;
-        if (!this.closing) this.failure = { error };
-        this.wakeAll();
-      },
-    );
-  }
-
-  /** Waits until a fetch ends or the consumer closes. */
+  /**
+   * Waits until a job arrives for this take (or a fetch fails, or the consumer closes): the take
+   * counts among the waiting ones, for which `pump` fetches.
+   */
   arrival(): Operation<void> {
     return action<void>((resolve) => {
       this.waiters.push(resolve);
+      this.pump();
       return () => {
         const i = this.waiters.indexOf(resolve);
         if (i >= 0) this.waiters.splice(i, 1);
       };
     }, `bullmq ${this.name}: waiting for a job`);
+  }
+
+  /**
+   * Starts the fetches the waiting takes lack: non-blocking ones (`moveToActive`, which share the
+   * round trips of the worker's connection), as many as `window` allows; once the queue looked empty
+   * (`drained`), one blocking fetch, woken by the marker of a job added or due (the other takes wait
+   * for what it brings: a second blocking fetch would not block, and would spin).
+   */
+  private pump(): void {
+    if (this.fetches.size + this.fetched.length >= this.waiters.length) return;
+    if (this.closing || this.failure || this.limitTimer) return;
+    const limitedMs = this.internals.limitUntil - Date.now();
+    if (limitedMs > 0) {
+      this.limitTimer = setTimeout(() => {
+        this.limitTimer = null;
+        this.pump();
+      }, limitedMs);
+      return;
+    }
+    while (this.fetches.size + this.fetched.length < this.waiters.length) {
+      if (this.internals.drained) {
+        if (!this.blocking) this.start(true);
+        return;
+      }
+      if (this.fetches.size - (this.blocking ? 1 : 0) >= this.window) return;
+      this.start(false);
+    }
+  }
+
+  /** Starts one fetch with a token of its own; its job goes to a waiting take, or waits in `fetched`. */
+  private start(block: boolean): void {
+    const token = this.token();
+    if (block) this.blocking = true;
+    const fetch: Promise<void> = this.worker.getNextJob(token, { block }).then(
+      (job) => {
+        this.fetches.delete(fetch);
+        if (block) this.blocking = false;
+        this.window = !block && job ? this.window + 1 : 1;
+        if (job) this.received(job, token);
+        this.pump();
+      },
+      (error: unknown) => {
+        this.fetches.delete(fetch);
+        if (block) this.blocking = false;
+        if (!this.closing) this.failure = { error };
+        this.wakeAll();
+      },
+    );
+    this.fetches.add(fetch);
   }
 
   /**
@@ -131,14 +190,20 @@ export class Consumer<T> {
     if (!Array.isArray(next)) return undefined;
     const [data, id, limitDelayMs, delayUntil] = next as [unknown, string, number, number];
     this.internals.updateDelays(limitDelayMs, delayUntil);
+    // A job that ends with the next one found a job without blocking (`nextJobFromJobData` marks
+    // the queue so for the jobs it makes, and `drained` when none came).
+    this.window = data ? this.window + 1 : 1;
     if (data && !(data as { repeatJobKey?: unknown }).repeatJobKey) {
+      this.internals.drained = false;
       const job = this.internals.createJob(data, id);
       job.token = token;
       this.received(job, token);
+      this.pump();
       return undefined;
     }
     return this.internals.nextJobFromJobData(data, id, token).then((job) => {
       if (job) this.received(job, token);
+      this.pump();
     });
   }
 
@@ -153,12 +218,15 @@ export class Consumer<T> {
   }
 
   /**
-   * Closes: puts back every job fetched and not taken, waits for the fetch in flight (at most
-   * BullMQ's `drainDelay`, 1 s here; `force` does not) and puts its job back too, then closes the
-   * BullMQ worker. Resolves to the number of jobs it put back.
+   * Closes: puts back every job fetched and not taken, waits for the fetches in flight (the blocking
+   * one at most BullMQ's `drainDelay`, 1 s here, the others one round trip; `force` does not) and
+   * puts their jobs back too, then closes the BullMQ worker. Resolves to the number of jobs it put
+   * back.
    */
   async close(force: boolean): Promise<number> {
     this.closing = true;
+    if (this.limitTimer) clearTimeout(this.limitTimer);
+    this.limitTimer = null;
     this.wakeAll();
     // Never connected: nothing to put back; BullMQ's close of a connection still being made
     // disconnects it (no wait for Redis).
@@ -167,7 +235,7 @@ export class Consumer<T> {
       return 0;
     }
     for (const h of this.fetched.splice(0)) this.release(h);
-    if (!force) await this.fetching;
+    if (!force) await Promise.all(this.fetches);
     await Promise.all(this.releasing);
     await this.worker.close(force);
     return this.putBack;
@@ -186,9 +254,12 @@ export class Consumer<T> {
     this.releasing.push(h.job.moveToWait(h.token).catch(() => {}));
   }
 
-  /** A take cancelled while it waited: its wake, if it had one, goes to another taker. */
+  /**
+   * A take cancelled while it waited: its wake, if it had one, goes to another take (a spare wake
+   * finds nothing and waits again). A fetch started for it goes on: its job waits in `fetched`.
+   */
   passOn(): void {
-    if (this.fetched.length > 0 || !this.fetching) this.wakeOne();
+    if (this.fetched.length > 0) this.wakeOne();
   }
 
   private wakeOne(): void {

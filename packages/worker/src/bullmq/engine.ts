@@ -293,11 +293,12 @@ export class BullEngine<T> implements QueueEngine<T> {
 }
 
 /**
- * `take`'s run: a job fetched ahead (by the call that ended the previous one) if there is one, else
- * from one blocking fetch. The worker takes only for a free slot, and a job is fetched ahead only in
- * the slot of the job whose end fetched it, so what this process holds stays ≤ concurrency. A take
- * cancelled while it waits leaves the fetch running: its job waits in `fetched` for the next take, or
- * is put back when the consumer closes.
+ * `take`'s run: a job fetched ahead (by the call that ended the previous one, or for a take that
+ * gave up) if there is one, else the one the consumer fetches for this take while it waits (the
+ * consumer fetches for all the waiting takes at once, see its `pump`). The worker takes only for a
+ * free slot, and a fetch starts only for a waiting take with none on its way, so what this process
+ * holds stays ≤ concurrency. A take cancelled while it waits leaves its fetch running: its job waits
+ * in `fetched` for the next take, or is put back when the consumer closes.
  */
 function* takeJob<T>(engine: BullEngine<T>): Generator<unknown, EngineJob<T>, unknown> {
   const consumer = engine.current();
@@ -313,7 +314,6 @@ function* takeJob<T>(engine: BullEngine<T>): Generator<unknown, EngineJob<T>, un
       }
       return engine.view(h);
     }
-    consumer.fetch();
     try {
       yield* consumer.arrival();
     } catch (e) {

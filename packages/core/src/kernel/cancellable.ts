@@ -26,8 +26,16 @@ import type { TreeTask } from "./tree-task.js";
 export const CLOCK_KEY: unique symbol = Symbol("keel.clock");
 export const BUDGET_KEY: unique symbol = Symbol("keel.cleanup-budget");
 export const DEFAULT_CLEANUP_BUDGET_MS = 5000;
-/** After a cut, this many immediate throws (a loop that keeps swallowing) abandon the task at once. */
-export const HARD_THROW_LIMIT = 1000;
+/**
+ * After a cut, this many immediate throws abandon the task at once: past them it is a loop that keeps
+ * swallowing, not a stack of `finally` blocks unwinding (each of those takes one throw, and a task's
+ * stack holds far fewer that suspend). Sized to the stack, not to "a loop": every throw is
+ * synchronous work in the drain that settles all of a scope's children, so N swallowing siblings cost
+ * N x this many throws (about 1 us each) before any of them settles. At 1000, 100 such children
+ * settled 130 ms past their 300 ms cut on an idle machine (830 ms past on a loaded one, issue 23)
+ * and 500 of them 560 ms past (real clock); at 32, 100 of them 20 ms and 500 of them 40 ms past.
+ */
+export const HARD_THROW_LIMIT = 32;
 
 export interface Current extends Runnable {
   readonly s: Suspension;

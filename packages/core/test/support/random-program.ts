@@ -1,8 +1,9 @@
 /**
  * Random adversarial programs for the attacker property test (`test/adversarial-property.test.ts`)
  * and `npm run fuzz`: trees of spawn, scoped, all, race, timeout, shield, retry, a semaphore, a
- * channel and mapLimit, swarms of swallowers and chains of shields in `finally` blocks, with faults: throws in bodies and in `finally`, catches that swallow
- * `Cancelled` (once, or in a loop), hangs, and cancels of a sibling. The interpreter and the checks
+ * channel and mapLimit, swarms of swallowers and chains of shields in `finally` blocks, with
+ * faults: throws in bodies and in `finally`, catches that swallow `Cancelled` (once, or in a loop),
+ * hangs, and cancels of a sibling. The interpreter and the checks
  * are in `program-run.ts`; this module describes, generates and prints the programs.
  * @module
  */

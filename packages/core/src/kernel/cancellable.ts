@@ -17,7 +17,6 @@ import {
   sequence,
   sinceOf,
   type Unwinding,
-  unwindingAt,
 } from "./frame.js";
 import type { Interruptible, Outcome, Suspension } from "./operation.js";
 import { enqueue, type Runnable, whenDrained } from "./scheduler.js";
@@ -25,9 +24,24 @@ import type { TreeTask } from "./tree-task.js";
 
 export const CLOCK_KEY: unique symbol = Symbol("keel.clock");
 export const BUDGET_KEY: unique symbol = Symbol("keel.cleanup-budget");
+/**
+ * The latest instant any cleanup in a region may end, whoever started it: a shield gives its work
+ * its limit plus one cleanup budget (never more than an enclosing shield's), so that cleanups which
+ * start one another across tasks (a cut that cancels shielded work, whose `finally` enters a shield)
+ * cannot each add a budget (semantics §6: settled within the outermost limit plus one budget).
+ */
+export const CLEANUP_CAP_KEY: unique symbol = Symbol("keel.cleanup-cap");
 export const DEFAULT_CLEANUP_BUDGET_MS = 5000;
-/** After a cut, this many immediate throws (a loop that keeps swallowing) abandon the task at once. */
-export const HARD_THROW_LIMIT = 1000;
+/**
+ * After a cut, this many immediate throws abandon the task at once: past them it is a loop that keeps
+ * swallowing, not a stack of `finally` blocks unwinding (each of those takes one throw, and a task's
+ * stack holds far fewer that suspend). Sized to the stack, not to "a loop": every throw is
+ * synchronous work in the drain that settles all of a scope's children, so N swallowing siblings cost
+ * N x this many throws (about 1 us each) before any of them settles. At 1000, 100 such children
+ * settled 130 ms past their 300 ms cut on an idle machine (830 ms past on a loaded one, issue 23)
+ * and 500 of them 560 ms past (real clock); at 32, 100 of them 20 ms and 500 of them 40 ms past.
+ */
+export const HARD_THROW_LIMIT = 32;
 
 export interface Current extends Runnable {
   readonly s: Suspension;
@@ -270,13 +284,18 @@ export abstract class CancellableTask {
       }
     }
     if (!best || !from) return null;
-    const budgetMs = (this.contextsNow()[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
+    const contexts = this.contextsNow();
+    const budgetMs = (contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
+    // The cleanup ends by the earlier of an enclosing unwinding's deadline and the region's cap.
+    const regionCap = contexts[CLEANUP_CAP_KEY] as number | undefined;
+    let capAt = last ? cleanupDeadlineOf(last) : null;
+    if (regionCap !== undefined && (capAt === null || regionCap < capAt)) capAt = regionCap;
     const u: Unwinding = {
       seq: sequence(),
       cancelled: new Cancelled(best.reason),
       from,
       budgetMs,
-      capAt: last ? cleanupDeadlineOf(last) : null,
+      capAt,
       carried: 0,
       hardCancelled: null,
       hardThrows: 0,
@@ -346,7 +365,9 @@ export abstract class CancellableTask {
     for (let u = this.lastUnwinding; u !== null; u = u.prev) {
       if (u.cancelTimer || u.hardCancelled) continue;
       const unwinding = u;
-      u.cancelTimer = this.clock.schedule(unwindingAt(u) + u.budgetMs, () => this.cut(unwinding));
+      // At the instant the budget ends, not a budget from now: a timer armed late (after a busy
+      // drain) or a cap already near must not move the cut.
+      u.cancelTimer = this.clock.schedule(cleanupDeadlineOf(u), () => this.cut(unwinding));
     }
   }
 
@@ -358,9 +379,12 @@ export abstract class CancellableTask {
     u.cutDeferred = !this.hasBody || (this.current !== null && this.current.s.interruptible === "never");
     if (u.cutDeferred) return;
     const now = this.clock.now();
+    const dueAt = cleanupDeadlineOf(u);
     u.hardCancelled = new Cancelled({
       kind: "cleanup-overrun",
-      at: now,
+      // When the budget ran out, not when its timer got to run: shielded work this cut cancels
+      // counts its own budget from here, so a late timer's lag is not passed down the chain.
+      at: Math.min(now, dueAt),
       message: `cleanup exceeded its budget of ${u.budgetMs} ms`,
     });
     this.emit({
@@ -369,8 +393,9 @@ export abstract class CancellableTask {
       waitingOn: this.current?.s.description ?? null,
     });
     // Abandoned one budget after a cut on time, and at once after one deferred past that (a task
-    // hard-cancelled finishes within its next steps): by two budgets from the request either way.
-    u.cancelTimer = this.clock.schedule(Math.max(now, unwindingAt(u) + 2 * u.budgetMs), () => this.abandon());
+    // hard-cancelled finishes within its next steps): by one budget after its cleanup deadline
+    // either way (two from the request, or the region's cap plus one).
+    u.cancelTimer = this.clock.schedule(Math.max(now, dueAt + u.budgetMs), () => this.abandon());
     const cur = this.current;
     if (cur && !cur.outcome) enqueue(cur);
   }

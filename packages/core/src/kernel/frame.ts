@@ -57,7 +57,11 @@ export interface Unwinding {
    */
   readonly from: CancelRequest;
   readonly budgetMs: number;
-  /** The enclosing unwinding's cleanup deadline, when one was in progress at delivery; else null. */
+  /**
+   * The latest the cleanup may end besides its own budget: the earlier of the enclosing unwinding's
+   * cleanup deadline (one in progress at delivery) and the region's cleanup cap (`CLEANUP_CAP_KEY`,
+   * inside a shield); null when neither applies.
+   */
   readonly capAt: number | null;
   /** Invariant: the number of counted requests whose `deliveredIn` is this unwinding. */
   carried: number;

@@ -5,6 +5,7 @@
 import { checkOptions, invalidType, KeelError } from "../errors.js";
 import { type AsyncContext, captureAsyncContext } from "./async-context.js";
 import { BoundOp1 } from "./bound-op.js";
+import type { ContextValues } from "./context-values.js";
 import { currentTask, delegate, taskOf } from "./current.js";
 import type { Frame } from "./frame.js";
 import { exitFrame } from "./frame-exit.js";
@@ -19,6 +20,8 @@ export interface SpawnIntoOptions {
   resource?: boolean;
   deadline?: number;
   asyncContext?: AsyncContext;
+  /** The child's contexts, when not the frame's (a shield's work starts inside its limit and cap). */
+  contexts?: ContextValues;
 }
 
 const NO_OPTIONS: SpawnIntoOptions = Object.freeze({});
@@ -67,7 +70,7 @@ export function spawnInto<T>(
     ctx === undefined || ctx === parent.runtime.asyncContext
       ? parent.runtime
       : withAsyncContext(parent.runtime, ctx);
-  init.contexts = frame.contexts;
+  init.contexts = options.contexts ?? frame.contexts;
   init.deadline = deadline;
   init.shielded = options.shielded ?? false;
   init.resource = options.resource ?? false;

@@ -20,6 +20,7 @@ import type { AsyncContext } from "./async-context.js";
 import {
   BUDGET_KEY,
   CancellableTask,
+  CLEANUP_CAP_KEY,
   CLOCK_KEY,
   type Current,
   DEFAULT_CLEANUP_BUDGET_MS,
@@ -48,7 +49,7 @@ import {
 } from "./operation.js";
 import { notAnInstruction, type Runtime } from "./runtime.js";
 
-export { BUDGET_KEY, type CancelRequest, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS };
+export { BUDGET_KEY, type CancelRequest, CLEANUP_CAP_KEY, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS };
 
 // Names this class for the files it is built on (`tree-task.ts`), which cannot import this one.
 declare module "./tree-task.js" {

@@ -5,11 +5,10 @@
 import { checkDurationMs, checkOptions, isTimeoutError } from "../errors.js";
 import { BoundOp3 } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
-import { withContextValue } from "../kernel/context.js";
 import { currentTask } from "../kernel/current.js";
 import { checkOp, nameOf, type Op, type Operation, type Outcome } from "../kernel/operation.js";
 import { spawnInto } from "../kernel/spawn.js";
-import { BUDGET_KEY, DEFAULT_CLEANUP_BUDGET_MS, type TaskImpl } from "../kernel/task.js";
+import { BUDGET_KEY, CLEANUP_CAP_KEY, DEFAULT_CLEANUP_BUDGET_MS, type TaskImpl } from "../kernel/task.js";
 import { timeoutScope } from "./timeout.js";
 
 /**
@@ -59,6 +58,19 @@ function nestedLimitAt(task: TaskImpl<unknown>, enclosing: number | undefined, o
   return Math.min(own, cap);
 }
 
+/**
+ * The latest instant any cleanup inside the shield may end (semantics §6): its limit plus one
+ * cleanup budget, within an enclosing shield's. The kernel caps every unwinding in the work's
+ * subtree there (`CLEANUP_CAP_KEY`). Without it each level of a chain (a cut cancels shielded work
+ * whose `finally` enters the next shield) started a fresh budget where the last one ended: five
+ * levels below the caller's shield settled three budgets past the outermost limit plus one budget.
+ */
+function cleanupCapAt(contexts: Record<symbol, unknown>, limitAt: number, budgetMs: number): number {
+  const enclosing = contexts[CLEANUP_CAP_KEY] as number | undefined;
+  const own = limitAt + budgetMs;
+  return enclosing === undefined ? own : Math.min(own, enclosing);
+}
+
 function* runShielded<T>(
   op: Op<T>,
   limitOption: number | undefined,
@@ -67,17 +79,27 @@ function* runShielded<T>(
   const task = yield* currentTask(name);
   task.checkpoint();
   const frame = task.top;
-  const limitMs =
-    limitOption ?? (frame.contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
+  const contexts = frame.contexts;
+  const budgetMs = (contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
+  const limitMs = limitOption ?? budgetMs;
   const now = task.clock.now();
-  const limitAt = nestedLimitAt(task, frame.contexts[SHIELD_LIMIT_KEY] as number | undefined, now + limitMs);
-  const label = `${name} limit ${limitAt - now} ms`;
-  const guarded = withContextValue(
-    SHIELD_LIMIT_KEY,
-    limitAt,
+  const limitAt = nestedLimitAt(task, contexts[SHIELD_LIMIT_KEY] as number | undefined, now + limitMs);
+  const label = `${name} limit ${Math.max(0, limitAt - now)} ms`;
+  // The work's whole life (its root frame and every task it spawns) is inside the limit and the cap.
+  const childContexts = Object.create(contexts, {
+    [SHIELD_LIMIT_KEY]: { value: limitAt, enumerable: true },
+    [CLEANUP_CAP_KEY]: { value: cleanupCapAt(contexts, limitAt, budgetMs), enumerable: true },
+  });
+  const child = spawnInto(
+    frame,
     timeoutScope(op, label, () => limitAt),
+    nameOf(op, "shielded"),
+    {
+      shielded: true,
+      deadline: Infinity,
+      contexts: childContexts,
+    },
   );
-  const child = spawnInto(frame, guarded, nameOf(op, "shielded"), { shielded: true, deadline: Infinity });
   try {
     yield {
       kind: "suspend",

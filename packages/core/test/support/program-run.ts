@@ -38,6 +38,35 @@ export async function checkProgram(program: Program): Promise<string[]> {
   return new ProgramRun(program).execute();
 }
 
+/** Hangs and swallows its cancellation: once (then hangs again), or (`loop`) every time. */
+function* swallower(loop: boolean): Generator<unknown, void, unknown> {
+  do {
+    try {
+      yield* suspend();
+    } catch {}
+  } while (loop);
+  yield* suspend();
+}
+
+/** Hangs; its `finally` enters a shield on the next level (`depth` of them), a swallower last. */
+function* shieldChain(
+  depth: number,
+  limitMs: number,
+  innerLimitMs: number,
+  loop: boolean,
+): Generator<unknown, void, unknown> {
+  try {
+    yield* suspend();
+  } finally {
+    yield* shield(
+      () => (depth > 1 ? shieldChain(depth - 1, innerLimitMs, innerLimitMs, loop) : swallower(loop)),
+      {
+        limitMs,
+      },
+    );
+  }
+}
+
 class ProgramRun {
   readonly h: Harness = createHarness();
   private readonly sem: Semaphore = createSemaphore(2, { name: "sem" });
@@ -215,6 +244,11 @@ class ProgramRun {
         return yield* this.tryFinally(n.id, n.body, n.fin);
       case "swallow":
         return yield* this.swallow(n.loop, n.body);
+      case "swarm":
+        for (let i = 0; i < n.count; i++) yield* spawn(() => swallower(n.loop));
+        return;
+      case "shieldChain":
+        return yield* shieldChain(n.depth, n.limitMs, n.innerLimitMs, n.loop);
     }
   }
 

@@ -1,8 +1,9 @@
 /**
  * Random adversarial programs for the attacker property test (`test/adversarial-property.test.ts`)
  * and `npm run fuzz`: trees of spawn, scoped, all, race, timeout, shield, retry, a semaphore, a
- * channel and mapLimit, with faults: throws in bodies and in `finally`, catches that swallow
- * `Cancelled` (once, or in a loop), hangs, and cancels of a sibling. The interpreter and the checks
+ * channel and mapLimit, swarms of swallowers and chains of shields in `finally` blocks, with
+ * faults: throws in bodies and in `finally`, catches that swallow `Cancelled` (once, or in a loop),
+ * hangs, and cancels of a sibling. The interpreter and the checks
  * are in `program-run.ts`; this module describes, generates and prints the programs.
  * @module
  */
@@ -36,6 +37,23 @@ export type Node =
     }
   /** `try { body } finally { fin }`: the `finally` may suspend, throw or hang. */
   | { readonly kind: "finally"; readonly id: string; readonly body: Seq; readonly fin: Seq }
+  /**
+   * Spawns `count` children that each hang and swallow their cancellation, once (then hang again)
+   * or (`loop`) every time, and goes on without waiting: many swallowers in one scope (issue 23).
+   */
+  | { readonly kind: "swarm"; readonly id: string; readonly count: number; readonly loop: boolean }
+  /**
+   * Hangs; its `finally` enters a shield (`limitMs`) whose work hangs with a `finally` entering the
+   * next shield (`innerLimitMs`), `depth` levels deep, the last one's work a swallower (as `swarm`'s).
+   */
+  | {
+      readonly kind: "shieldChain";
+      readonly id: string;
+      readonly depth: number;
+      readonly limitMs: number;
+      readonly innerLimitMs: number;
+      readonly loop: boolean;
+    }
   /** `try { body } catch (e) { if (!isCancelled(e)) throw e }`, once or (`loop`) until the body returns. */
   | { readonly kind: "swallow"; readonly id: string; readonly loop: boolean; readonly body: Seq };
 
@@ -72,6 +90,16 @@ function seq(depth: number, maxLength = 3): fc.Arbitrary<readonly Draft[]> {
     { weight: 4, arbitrary: ms(0, 60).map((n) => ({ kind: "cancelLast", delayMs: n })) },
     // The stubborn step: a wait inside a loop that swallows every cancellation (a naive retry loop).
     { weight: 3, arbitrary: fc.constant({ kind: "swallow", loop: true, body: [{ kind: "hang" }] }) },
+    {
+      weight: 2,
+      arbitrary: fc.record({ count: ms(5, 60), loop: fc.boolean() }).map((r) => ({ kind: "swarm", ...r })),
+    },
+    {
+      weight: 2,
+      arbitrary: fc
+        .record({ depth: ms(1, 5), limitMs: ms(1, 120), innerLimitMs: ms(1, 200), loop: fc.boolean() })
+        .map((r) => ({ kind: "shieldChain", ...r })),
+    },
   ];
   const body = () => seq(depth - 1);
   const branches = () => fc.array(seq(depth - 1), { minLength: 1, maxLength: 3 });
@@ -180,6 +208,10 @@ export function printProgram(p: Program): string {
         return `${n.id} try${s(n.body)}finally${s(n.fin)}`;
       case "swallow":
         return `${n.id} swallow${n.loop ? "-loop" : ""}${s(n.body)}`;
+      case "swarm":
+        return `${n.id} swarm(${n.count}${n.loop ? ", loop" : ""})`;
+      case "shieldChain":
+        return `${n.id} shieldChain(depth ${n.depth}, limit ${n.limitMs}, inner ${n.innerLimitMs}${n.loop ? ", loop" : ""})`;
       default:
         return `${n.id} ${n.kind}${s(n.body)}`;
     }
@@ -200,13 +232,16 @@ export function childSeqs(n: Node): readonly Seq[] {
  * and abandonment by two; an outermost shield may hold its caller up to its limit, then its work
  * unwinds within two budgets, and the work's own cleanup may open one more bounded step. A shield
  * nested in a shield's work adds no limit of its own (limits nest: it gets at most what is left of
- * the enclosing one), only those budgets.
+ * the enclosing one), only those budgets. A chain of shields in `finally` blocks is held to the
+ * contract's own bound (§6: the outermost limit plus one budget), and a swarm of swallowers to
+ * that of any subtree (§5: two budgets, whatever their number), so it adds nothing.
  */
 export function settleBoundMs(p: Program): number {
   let bound = 2 * PROGRAM_BUDGET_MS;
   const visit = (list: Seq, inShield: boolean) => {
     for (const n of list) {
       if (n.kind === "shield") bound += (inShield ? 0 : n.limitMs) + 3 * PROGRAM_BUDGET_MS;
+      if (n.kind === "shieldChain") bound += (inShield ? 0 : n.limitMs) + PROGRAM_BUDGET_MS;
       for (const c of childSeqs(n)) visit(c, inShield || n.kind === "shield");
     }
   };

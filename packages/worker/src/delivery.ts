@@ -21,6 +21,7 @@ import type { DeadLetterReason, EngineJob, JobAttempt } from "./engine.js";
 import { JobCancelledError, JobExpiredError, JobStalledError } from "./errors.js";
 import { Bound } from "./op.js";
 import type { Delivery, Pool } from "./pool.js";
+import { safeThrown } from "./thrown.js";
 import type { Job } from "./worker.js";
 
 /**
@@ -85,7 +86,8 @@ export function* deliver<T>(
     } catch (error) {
       d.running = false;
       if (onCancel) engine.onCancel?.(job, null);
-      if (!isCancelled(error)) failed = { ok: false, error };
+      const thrown = safeThrown(error, engine.name, job.id);
+      if (!isCancelled(thrown)) failed = { ok: false, error: thrown };
       else {
         // A cut settles its outcome while the task unwinds; a cancellation that is not a cut (the
         // worker torn down without its shutdown) settles nothing: the engine still holds the job.

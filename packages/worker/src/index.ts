@@ -19,10 +19,12 @@ export type {
 } from "./engine.js";
 export {
   isJobExpiredError,
+  isJobThrewError,
   isQueueClosedError,
   JobCancelledError,
   JobExpiredError,
   JobStalledError,
+  JobThrewError,
   QueueClosedError,
 } from "./errors.js";
 export type { MemoryQueue } from "./memory-queue.js";

@@ -14,8 +14,11 @@ import { JobThrewError } from "./errors.js";
 const MAX_DEPTH = 8;
 /** An `AggregateError` with more members than this is not walked: it is described instead. */
 const MAX_MEMBERS = 1000;
-/** The fields the worker, `isTransient`, the stores and the loggers read of an error or a cause. */
-const FIELDS = ["code", "status", "statusCode", "retryable", "retryAfterMs"] as const;
+/**
+ * The fields the worker, `isTransient`, `isTimeoutError`, the stores and the loggers read of an
+ * error or a cause.
+ */
+const FIELDS = ["code", "status", "statusCode", "retryable", "retryAfterMs", "timeoutMs"] as const;
 
 /**
  * The handler's thrown `value` as the worker carries it from here on: the value itself when it is
@@ -23,8 +26,8 @@ const FIELDS = ["code", "status", "statusCode", "retryable", "retryAfterMs"] as 
  * a {@link JobThrewError} of `queue`/`jobId` that describes it and keeps it on `thrown`.
  *
  * An `Error` is ordinary when reading its `name` and `message` gives strings, its `stack` a string
- * or nothing, and its `code`, `status`, `statusCode`, `retryable`, `retryAfterMs`, `cause` and
- * `errors` read without throwing; the same of each cause and each member of `errors`, down to 8
+ * or nothing, and its `code`, `status`, `statusCode`, `retryable`, `retryAfterMs`, `timeoutMs`,
+ * `cause` and `errors` read without throwing; the same of each cause and each member of `errors`, down to 8
  * levels (cycles allowed); and when neither it nor any of those is a Proxy (which may answer
  * differently on the next read). Those are read once here (a first read of `stack` makes V8 format
  * it, ~4 µs, which BullMQ and loggers would pay anyway). Odd but readable field values (a BigInt or

@@ -7,6 +7,8 @@
 
 /** Longer descriptions are cut here: a message line, not a dump. */
 const MAX_LENGTH = 200;
+/** Items of an array that a description shows at most. */
+const MAX_ITEMS = 20;
 
 /**
  * A readable one-line description of a thrown value: `Name: message` for an `Error` (the first line of
@@ -69,10 +71,21 @@ function describeObject(value: object): string {
   return ctor && ctor !== "Object" && ctor !== "Array" ? `${ctor} ${json}` : json;
 }
 
-/** JSON with cycles, bigints, symbols and functions shown instead of throwing or vanishing. */
+/**
+ * JSON with cycles, bigints, symbols and functions shown instead of throwing or vanishing, and
+ * bounded: a long string is cut, a long array sliced, and once about two lines' worth is written
+ * the rest is left out (a thrown object holding megabytes costs one pass over its top level).
+ */
 function shortJson(value: object): string | undefined {
   const seen = new WeakSet<object>();
-  return JSON.stringify(value, (_key, v: unknown) => {
+  let budget = 2 * MAX_LENGTH;
+  return JSON.stringify(value, (key, v: unknown) => {
+    if (budget <= 0) return undefined;
+    budget -= key.length + 3;
+    if (typeof v === "string") {
+      budget -= Math.min(v.length, MAX_LENGTH);
+      return v.length > MAX_LENGTH ? v.slice(0, MAX_LENGTH) : v;
+    }
     if (typeof v === "bigint") return `${v}n`;
     if (typeof v === "symbol") return v.toString();
     if (typeof v === "function") return `[Function ${v.name || "(anonymous)"}]`;
@@ -80,6 +93,7 @@ function shortJson(value: object): string | undefined {
     if (typeof v === "object" && v !== null) {
       if (seen.has(v)) return "[Circular]";
       seen.add(v);
+      if (Array.isArray(v) && v.length > MAX_ITEMS) return v.slice(0, MAX_ITEMS);
     }
     return v;
   });
@@ -103,4 +117,19 @@ function safeTag(value: unknown): string {
 function cut(text: string): string {
   const line = text.replace(/\s*\n\s*/g, " ");
   return line.length > MAX_LENGTH ? `${line.slice(0, MAX_LENGTH - 1)}…` : line;
+}
+
+/**
+ * @internal Prints `line` and `value` to `console.error` (its stack, for an error) without ever
+ * throwing: a value that breaks `console`'s own formatting (a throwing `stack` getter, a throwing
+ * `util.inspect.custom`) is printed as its description instead.
+ */
+export function printThrown(line: string, value: unknown): void {
+  try {
+    console.error(line, value);
+  } catch {
+    try {
+      console.error(`${line} ${describeThrown(value)}`);
+    } catch {}
+  }
 }

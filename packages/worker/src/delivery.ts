@@ -20,6 +20,7 @@ import { JobExpiredError } from "./errors.js";
 import { Bound, Sync } from "./op.js";
 import { baseOf, complete, deadLetter, type Failed, settle } from "./outcome.js";
 import type { Delivery, Pool } from "./pool.js";
+import { safeThrown } from "./thrown.js";
 import type { Job } from "./worker.js";
 
 /**
@@ -92,8 +93,10 @@ export function* deliver<T>(
       if (onCancel) engine.onCancel?.(job, null);
       // A cut's `Cancelled` unwinds the task: its slot ends the job. (A cancellation that is not
       // a cut, the worker torn down without its shutdown, ends nothing: the engine holds the job.)
-      if (isCancelled(error)) throw error;
-      failed = { ok: false, error };
+      // Any other thrown value is made safe to read first (a Proxy, a throwing getter).
+      const thrown = safeThrown(error, engine.name, job.id);
+      if (isCancelled(thrown)) throw error;
+      failed = { ok: false, error: thrown };
     }
     d.running = false;
     if (onCancel) engine.onCancel?.(job, null);

@@ -168,3 +168,50 @@ export class QueueClosedError extends KeelError {
 export function isQueueClosedError(e: unknown): e is QueueClosedError {
   return (e as { code?: unknown } | null)?.code === "KEEL_QUEUE_CLOSED";
 }
+
+/**
+ * A handler threw something the worker cannot safely read as an error: not an `Error` at all (a
+ * string, `undefined`, a null-prototype object, a Symbol, a Proxy…), or an `Error` one of whose
+ * fields throws when read (a `message`, `stack` or `cause` getter, a revoked Proxy in its cause
+ * chain). The job is dead-lettered as `rejected` with this error: such a value says nothing about
+ * whether a retry can help, and the dead letter is what shows it to an operator. The message
+ * describes the value (bounded, whatever it is); the value itself is kept, non-enumerable, on
+ * `thrown`.
+ *
+ * @example
+ * ```ts
+ * import { isJobThrewError, JobThrewError } from "@keel/worker";
+ * const e = new JobThrewError("mail", "m1", "a string \"boom\"", "boom");
+ * console.log(isJobThrewError(e), e.retryable, e.message); // true false mail/m1: handler threw a string "boom"
+ * console.log(e.thrown, Object.keys(e).includes("thrown")); // boom false
+ * ```
+ */
+export class JobThrewError extends KeelError {
+  readonly retryable = false;
+  /** The value the handler threw, as it was (non-enumerable: serializers and loggers skip it). */
+  declare readonly thrown: unknown;
+  constructor(
+    readonly queue: string,
+    readonly jobId: string,
+    /** What was thrown, in words (`a Proxy`, `a string "boom"`); bounded by the caller. */
+    readonly description: string,
+    thrown: unknown,
+  ) {
+    super("KEEL_JOB_THREW", `${queue}/${jobId}: handler threw ${description}`);
+    this.name = "JobThrewError";
+    Object.defineProperty(this, "thrown", { value: thrown, enumerable: false });
+  }
+}
+
+/**
+ * True for a {@link JobThrewError}.
+ *
+ * @example
+ * ```ts
+ * import { isJobThrewError } from "@keel/worker";
+ * console.log(isJobThrewError(new Error("x"))); // false
+ * ```
+ */
+export function isJobThrewError(e: unknown): e is JobThrewError {
+  return (e as { code?: unknown } | null)?.code === "KEEL_JOB_THREW";
+}

@@ -31,11 +31,13 @@ export type { EngineHealthReading } from "./engine-health.js";
 export {
   isJobExpiredError,
   isJobStalledOutError,
+  isJobThrewError,
   isQueueClosedError,
   JobCancelledError,
   JobExpiredError,
   JobStalledError,
   JobStalledOutError,
+  JobThrewError,
   QueueClosedError,
 } from "./errors.js";
 export type { MemoryQueue } from "./memory-queue.js";

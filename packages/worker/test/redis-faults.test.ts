@@ -204,13 +204,13 @@ describe.skipIf(!hasRedisServer)("a worker through Redis faults (a Redis of the 
     async () => {
       const own = (redis = await startRedis());
       process.env.KEEL_FAULT_DEBUG = "1";
-    const child = startChild(faultWorker, String(own.port), "sigterm", "hang");
+      const child = startChild(faultWorker, String(own.port), "sigterm", "hang");
       await child.waitForLine("ready");
       await run(function* add() {
         const queue = yield* useBullQueue<string>({ name: "faults", connection: own.connection });
         yield* queue.add("x", { id: "h1" });
         yield* queue.add("x", { id: "h2" });
-      console.log("DBG", yield* queue.counts());
+        console.log("DBG", yield* queue.counts());
       });
       await child.waitForLine("started h1");
       await child.waitForLine("started h2");

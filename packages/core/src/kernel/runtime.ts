@@ -3,7 +3,7 @@
  * @module
  */
 import { KeelError } from "../errors.js";
-import { describeThrown } from "../format-value.js";
+import { describeThrown, printThrown } from "../format-value.js";
 import type { KeelEvent } from "../observe/events.js";
 import { warningEvents } from "../observe/events.js";
 import type { AsyncContext } from "./async-context.js";
@@ -46,7 +46,7 @@ class TreeRuntime implements Runtime {
       try {
         onEvent(event);
       } catch (e) {
-        console.error("keel: an onEvent handler threw", e);
+        printThrown("keel: an onEvent handler threw", e);
       }
     } else if (this.onWarning && warningEvents.has(event.type)) {
       this.onWarning(event);

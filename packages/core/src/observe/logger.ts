@@ -3,6 +3,7 @@
  * @module
  */
 import { invalidType } from "../errors.js";
+import { printThrown } from "../format-value.js";
 import { describeWarning } from "../kernel/runtime.js";
 import { type KeelEvent, type KeelEventType, warningEvents } from "./events.js";
 
@@ -165,7 +166,7 @@ export function deliver(logger: KeelLogger, record: LogRecord): void {
   try {
     logger(record);
   } catch (e) {
-    console.error("keel: a logger threw", e);
+    printThrown("keel: a logger threw", e);
   }
 }
 

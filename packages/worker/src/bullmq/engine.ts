@@ -22,7 +22,7 @@ import { QueueClosedError } from "../errors.js";
 import { Bound } from "../op.js";
 import { Consumer, type Held } from "./consumer.js";
 import { failDeferred, letterOf } from "./stalled.js";
-import { type StoredAttempt, type StoredJob, storedError } from "./stored.js";
+import { failedError, type StoredAttempt, type StoredJob, storedError } from "./stored.js";
 
 export class BullEngine<T> implements QueueEngine<T> {
   // Invariant: every job this process holds active is here with the token that locks it (and its
@@ -163,7 +163,7 @@ export class BullEngine<T> implements QueueEngine<T> {
       const history = letter.history.map((a) => ({ ...a, error: storedError(a.error) }));
       const deadError = storedError(letter.error);
       await h.job.updateData({ ...h.job.data, deadReason: letter.reason, deadError, history });
-      const e = letter.error instanceof Error ? letter.error : new Error(String(letter.error));
+      const e = failedError(deadError, letter.error);
       return h.job.moveToFailed(e, h.token, this.fetchNext(h, takingNext));
     });
   }

@@ -78,6 +78,8 @@ function* recordOnce<T>(
   }
   const { health, config, clock, engine } = pool;
   const job = d.job;
+  // A shutdown does not wait on an engine known to be down: the job is left to its recovery.
+  if (health.down && !pool.taking) return yield* stalled(pool, d, "engine-down", health.reading().error);
   const by = clock.now() + config.engineTimeoutMs;
   for (let attempt = 0; ; attempt++) {
     try {

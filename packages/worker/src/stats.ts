@@ -70,7 +70,7 @@ export interface ShutdownReport {
   readonly released: number;
   /** The task tree of the deliveries it had to cut, as `formatTaskTree` prints it ("" when none). */
   readonly cutTree: string;
-  /** True when the engine's `close` did not finish within `closeCapMs`. */
+  /** True when the engine's `close` did not finish within `closeCapMs`, or was not tried (the engine was down). */
   readonly closeTimedOut: boolean;
   readonly elapsedMs: number;
 }

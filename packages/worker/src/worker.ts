@@ -4,6 +4,7 @@
  * @module
  */
 import {
+  all,
   cleanupBudget,
   emitEvent,
   formatTaskTree,
@@ -222,13 +223,14 @@ function* shutdown<T>(pool: Pool<T>): Generator<unknown, ShutdownReport, unknown
       // A cut delivery still unwinding past its budget (or abandoned) has its job put back here,
       // counted and reported; whatever it does later ends nothing (`claim`). An outcome being
       // recorded finishes, within the cap.
-      for (const d of [...pool.inFlight])
-        if (d.started && pool.claim(d)) {
-          yield* release(pool, d);
-          pool.end(d);
-        }
-      for (const job of pool.orphans.splice(0)) yield* release(pool, orphan(job));
+      const ending = [...pool.inFlight].filter((d) => d.started && pool.claim(d));
+      ending.push(...pool.orphans.splice(0).map(orphan));
+      // At once, not one after another: each is bounded by `engineTimeoutMs`, together by the cap.
+      if (ending.length > 0) yield* all(ending.map((d) => new Bound(releaseAtClose<T>, pool, d, undefined)));
       yield* pool.settledBy(Infinity, `${engine.name}: recording ${pool.inFlight.size} outcomes`);
+      // An engine known to be down is not asked to close (it would only use up the cap): the
+      // queue's own teardown drops its connections.
+      if (pool.health.down) return false;
       // Jobs the engine fetched ahead for a take that never came (BullMQ: the one the last
       // completion fetched, or a blocking fetch that lands as the worker stops) go back too.
       const putBack = yield* engine.close();
@@ -249,6 +251,11 @@ function* shutdown<T>(pool: Pool<T>): Generator<unknown, ShutdownReport, unknown
     closeTimedOut: !closed,
     elapsedMs: clock.now() - startedAt,
   };
+}
+
+function* releaseAtClose<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, void, unknown> {
+  yield* release(pool, d);
+  pool.end(d);
 }
 
 /** A job taken whose delivery never began, as a delivery the shutdown releases. */

@@ -132,8 +132,11 @@ export function useBullQueue<T>(options: {
           }),
         redis,
       );
+      /** The queue's Redis client: its status says, at the teardown, whether Redis is there to answer. */
+      let client: { readonly status: string } | null = null;
       try {
         yield* whenReady(queue, `useBullQueue(${name})`, redis.describe, connectTimeoutMs, lastError);
+        client = yield* until(queue.backend.client);
         yield* spawn(function* extendLocks() {
           for (;;) {
             yield* sleep(lockMs / 2);
@@ -158,19 +161,14 @@ export function useBullQueue<T>(options: {
         });
       } finally {
         // Bounded, whatever Redis does: a close that gets no answer is cut to a disconnect, at
-        // once when a worker's close already went unanswered (Redis is gone or paused), so the
-        // queue's teardown adds nothing to the worker's shutdown bound.
-        const capMs = engine.closeUnanswered() ? 0 : CLOSE_CAP_MS;
+        // once when the queue's client is not connected or a worker's close already went
+        // unanswered (Redis is gone or paused). BullMQ's close of a connection still being made
+        // disconnects it (no wait for Redis).
+        const answering = client?.status === "ready" && !engine.closeUnanswered();
         yield* closeWithin(
-          capMs,
-          () => engine.closeNow(),
-          () => engine.disconnect(),
-        );
-        // BullMQ's close of a connection still being made disconnects it (no wait for Redis).
-        yield* closeWithin(
-          capMs,
-          () => queue.close(),
-          () => queue.disconnect(),
+          answering ? CLOSE_CAP_MS : 0,
+          () => Promise.all([engine.closeNow(), queue.close()]),
+          () => Promise.all([engine.disconnect(), queue.disconnect()]),
         );
       }
     },
@@ -178,10 +176,13 @@ export function useBullQueue<T>(options: {
   );
 }
 
-/** How long the queue's own teardown waits for Redis to answer before it disconnects. */
+/**
+ * How long the queue's own teardown waits for Redis to answer before it disconnects (nothing when
+ * its client is not connected, or a worker's close already went unanswered).
+ */
 const CLOSE_CAP_MS = 1_000;
 
-/** `close()` raced against `capMs`, then `disconnect()` (local, at once); neither fails the teardown. */
+/** `close()` raced against `capMs`, then `disconnect()` (local, not waited for); neither fails the teardown. */
 function* closeWithin(
   capMs: number,
   close: () => Promise<unknown>,
@@ -198,7 +199,8 @@ function* closeWithin(
       return false;
     },
   ]);
-  if (!closed) yield* until(disconnect().catch(() => {}));
+  // Not waited for: BullMQ's disconnect waits for a client that may never have connected.
+  if (!closed) void disconnect().catch(() => {});
 }
 
 /**

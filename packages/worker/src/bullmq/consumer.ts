@@ -32,10 +32,17 @@ export interface Held<T> {
 interface Internals<T> {
   drained: boolean;
   readonly limitUntil: number;
+  /** When the next delayed job is due (0: none); a blocking fetch waits until then, 10 s at most. */
+  readonly blockUntil: number;
   createJob(data: unknown, id: string): BullJob<StoredJob<T>>;
   updateDelays(limitDelayMs?: number, delayUntil?: number): void;
   nextJobFromJobData(data?: unknown, id?: string, token?: string): Promise<BullJob<StoredJob<T>> | undefined>;
 }
+
+/** BullMQ's `drainDelay` for the engine's workers (`index.ts`): an empty queue's blocking fetch returns after it. */
+const DRAIN_DELAY_MS = 1_000;
+/** BullMQ's ceiling on a blocking fetch that waits for a delayed job to be due. */
+const MAX_BLOCK_MS = 10_000;
 
 export class Consumer<T> {
   // Invariant: every job in `fetched` is in `held` (locked with its token). A fetch starts only for a
@@ -46,6 +53,12 @@ export class Consumer<T> {
   closing = false;
   /** The fetches in flight (`getNextJob`), each started for one waiting take. */
   private readonly fetches = new Set<Promise<void>>();
+  /**
+   * When each fetch in flight is due to have answered (`Date.now()`, BullMQ's clock): at once for a
+   * non-blocking one, after its block (BullMQ's `drainDelay`, or up to 10 s before a delayed job is
+   * due) for the blocking one. A fetch far past it means Redis does not answer (`stuckFor`).
+   */
+  private readonly dueAt = new Map<Promise<void>, number>();
   /** Whether one of them blocks on the queue's marker (BZPOPMIN): at most one at a time. */
   private blocking = false;
   /**
@@ -121,15 +134,26 @@ export class Consumer<T> {
    * Waits until a job arrives for this take (or a fetch fails, or the consumer closes): the take
    * counts among the waiting ones, for which `pump` fetches.
    */
-  arrival(): Operation<void> {
+  arrival(boundMs?: number): Operation<void> {
     return action<void>((resolve) => {
       this.waiters.push(resolve);
       this.pump();
+      // With a bound, the wait wakes that often to look for a stuck fetch (see the engine's take).
+      const timer = boundMs === undefined ? null : setTimeout(() => this.wake(resolve), boundMs);
       return () => {
+        if (timer) clearTimeout(timer);
         const i = this.waiters.indexOf(resolve);
         if (i >= 0) this.waiters.splice(i, 1);
       };
     }, `bullmq ${this.name}: waiting for a job`);
+  }
+
+  /** Wakes one waiting take (a timer's: it finds no job, looks for a stuck fetch, and waits again). */
+  private wake(resolve: () => void): void {
+    const i = this.waiters.indexOf(resolve);
+    if (i < 0) return;
+    this.waiters.splice(i, 1);
+    resolve();
   }
 
   /**
@@ -163,9 +187,16 @@ export class Consumer<T> {
   private start(block: boolean): void {
     const token = this.token();
     if (block) this.blocking = true;
+    const now = Date.now();
+    const blockMs = !block
+      ? 0
+      : this.internals.blockUntil > now
+        ? Math.min(this.internals.blockUntil - now, MAX_BLOCK_MS)
+        : DRAIN_DELAY_MS;
     const fetch: Promise<void> = this.worker.getNextJob(token, { block }).then(
       (job) => {
         this.fetches.delete(fetch);
+        this.dueAt.delete(fetch);
         if (block) this.blocking = false;
         this.window = !block && job ? this.window + 1 : 1;
         if (job) this.received(job, token);
@@ -173,12 +204,25 @@ export class Consumer<T> {
       },
       (error: unknown) => {
         this.fetches.delete(fetch);
+        this.dueAt.delete(fetch);
         if (block) this.blocking = false;
         if (!this.closing) this.failure = { error };
         this.wakeAll();
       },
     );
     this.fetches.add(fetch);
+    this.dueAt.set(fetch, now + blockMs);
+  }
+
+  /**
+   * Whether a fetch in flight is more than `boundMs` past the time it was due to answer: Redis is
+   * gone, paused or unreachable (BullMQ's commands wait in its offline queue for a reconnection).
+   * The fetch itself goes on: if it lands, its job waits in `fetched` as any other.
+   */
+  stuckFor(boundMs: number): boolean {
+    const now = Date.now();
+    for (const due of this.dueAt.values()) if (now - due > boundMs) return true;
+    return false;
   }
 
   /**

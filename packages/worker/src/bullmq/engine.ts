@@ -17,7 +17,7 @@ import type {
   JobState,
   QueueEngine,
 } from "../engine.js";
-import { JobLockLostError } from "../engine-errors.js";
+import { EngineTimeoutError, JobLockLostError } from "../engine-errors.js";
 import { QueueClosedError } from "../errors.js";
 import { Bound } from "../op.js";
 import { Consumer, type Held } from "./consumer.js";
@@ -82,8 +82,8 @@ export class BullEngine<T> implements QueueEngine<T> {
     return { id: o.id, added: false, state: stateOf(await kept.getState()) };
   }
 
-  take(): Operation<EngineJob<T>> {
-    return new Bound(takeJob<T>, this, undefined, undefined);
+  take(boundMs?: number): Operation<EngineJob<T>> {
+    return new Bound(takeJob<T>, this, boundMs, undefined);
   }
 
   /** The job `h` as the worker sees it. */
@@ -300,7 +300,10 @@ export class BullEngine<T> implements QueueEngine<T> {
  * holds stays ≤ concurrency. A take cancelled while it waits leaves its fetch running: its job waits
  * in `fetched` for the next take, or is put back when the consumer closes.
  */
-function* takeJob<T>(engine: BullEngine<T>): Generator<unknown, EngineJob<T>, unknown> {
+function* takeJob<T>(
+  engine: BullEngine<T>,
+  boundMs: number | undefined,
+): Generator<unknown, EngineJob<T>, unknown> {
   const consumer = engine.current();
   if (consumer.connecting) yield* consumer.connected();
   for (;;) {
@@ -309,16 +312,21 @@ function* takeJob<T>(engine: BullEngine<T>): Generator<unknown, EngineJob<T>, un
     if (h) {
       // A job that stalled out (see stalled.ts) is failed unrun, and the take goes on.
       if (h.job.deferredFailure) {
-        yield* failDeferred(engine.name, h);
+        yield* failDeferred(engine.name, h, boundMs);
         continue;
       }
       return engine.view(h);
     }
     try {
-      yield* consumer.arrival();
+      yield* consumer.arrival(boundMs);
     } catch (e) {
       consumer.passOn();
       throw e;
+    }
+    // Waiting for a job that does not come is not a failure; a fetch Redis does not answer is.
+    if (boundMs !== undefined && consumer.stuckFor(boundMs)) {
+      consumer.passOn();
+      throw new EngineTimeoutError(engine.name, "fetching a job", boundMs);
     }
   }
 }

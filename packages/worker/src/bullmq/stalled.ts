@@ -8,7 +8,7 @@
  * failure, `stalled` with a `JobStalledOutError`.
  * @module
  */
-import { emitEvent, isCancelled, until } from "@keel/core";
+import { emitEvent, isCancelled, timeout, until } from "@keel/core";
 import { type Job as BullJob, UnrecoverableError } from "bullmq";
 import type { DeadLetterReason } from "../engine.js";
 import { JobStalledOutError } from "../errors.js";
@@ -21,15 +21,20 @@ export const STALLED_OUT = "job stalled more than allowable limit";
 /**
  * Fails `h`'s job, fetched with a deferred failure, without running it: BullMQ's own error, so that
  * Redis keeps BullMQ's `failed` state and reason; then the `worker:job` dead-letter event, as a
- * dead letter by the worker has. A failure to move it is dropped: the job stays marked, and stalls
- * back to wait for the next fetch to fail it.
+ * dead letter by the worker has. A failure to move it (or no answer within `boundMs`) is dropped:
+ * the job stays marked, and stalls back to wait for the next fetch to fail it.
  */
-export function* failDeferred<T>(queue: string, h: Held<T>): Generator<unknown, void, unknown> {
+export function* failDeferred<T>(
+  queue: string,
+  h: Held<T>,
+  boundMs = Infinity,
+): Generator<unknown, void, unknown> {
   const { job, token } = h;
   const id = job.id ?? "";
   const reason = job.deferredFailure;
   try {
-    yield* until(job.moveToFailed(new UnrecoverableError(reason), token, false));
+    // Bounded as the take is (`engineTimeoutMs`): unanswered, the job stays marked (see above).
+    yield* timeout(boundMs, until(job.moveToFailed(new UnrecoverableError(reason), token, false)));
   } catch (e) {
     if (isCancelled(e)) throw e;
     return;

@@ -173,10 +173,11 @@ export function isQueueClosedError(e: unknown): e is QueueClosedError {
  * A handler threw something the worker cannot safely read as an error: not an `Error` at all (a
  * string, `undefined`, a null-prototype object, a Symbol, a Proxy…), or an `Error` one of whose
  * fields throws when read (a `message`, `stack` or `cause` getter, a revoked Proxy in its cause
- * chain). The job is dead-lettered as `rejected` with this error: such a value says nothing about
- * whether a retry can help, and the dead letter is what shows it to an operator. The message
- * describes the value (bounded, whatever it is); the value itself is kept, non-enumerable, on
- * `thrown`.
+ * chain). The message describes the value (bounded, whatever it is); the value itself is kept,
+ * non-enumerable, on `thrown`. It follows the worker's retry path as any error does: a thrown plain
+ * object whose `status`, `statusCode`, `code`, `retryAfterMs` or boolean `retryable` can be read
+ * lends them to this error (so `{ status: 503 }` is retried by the default `retryOn`, as it was);
+ * anything else is not retryable (`retryable: false`), so it is dead-lettered as `rejected`.
  *
  * @example
  * ```ts
@@ -187,7 +188,11 @@ export function isQueueClosedError(e: unknown): e is QueueClosedError {
  * ```
  */
 export class JobThrewError extends KeelError {
-  readonly retryable = false;
+  /** False, unless the thrown object said otherwise; `undefined` when its `status` or `code` decides. */
+  readonly retryable: boolean | undefined;
+  readonly status?: number;
+  readonly statusCode?: number;
+  readonly retryAfterMs?: number;
   /** The value the handler threw, as it was (non-enumerable: serializers and loggers skip it). */
   declare readonly thrown: unknown;
   constructor(
@@ -196,11 +201,30 @@ export class JobThrewError extends KeelError {
     /** What was thrown, in words (`a Proxy`, `a string "boom"`); bounded by the caller. */
     readonly description: string,
     thrown: unknown,
+    /** What the thrown object said of itself, read safely by the caller. */
+    hints: ThrownHints = {},
   ) {
     super("KEEL_JOB_THREW", `${queue}/${jobId}: handler threw ${description}`);
     this.name = "JobThrewError";
     Object.defineProperty(this, "thrown", { value: thrown, enumerable: false });
+    const { retryable, status, statusCode, code, retryAfterMs } = hints;
+    if (status !== undefined) this.status = status;
+    if (statusCode !== undefined) this.statusCode = statusCode;
+    if (retryAfterMs !== undefined) this.retryAfterMs = retryAfterMs;
+    // The thrown value's own `code` is its cause's business: this error's stays KEEL_JOB_THREW.
+    if (code !== undefined) Object.defineProperty(this, "cause", { value: { code }, enumerable: false });
+    const decided = status !== undefined || statusCode !== undefined || code !== undefined;
+    this.retryable = retryable ?? (decided ? undefined : false);
   }
+}
+
+/** What a thrown plain object says of itself that the retry path reads (see {@link JobThrewError}). */
+export interface ThrownHints {
+  readonly retryable?: boolean;
+  readonly status?: number;
+  readonly statusCode?: number;
+  readonly code?: string | number;
+  readonly retryAfterMs?: number;
 }
 
 /**

@@ -6,11 +6,21 @@
  * puts the job back (BullMQ's stalled check, once its lock lapses).
  * @module
  */
-import { emitEvent, eventsWanted, isCancelled, isTimeoutError, type Operation, random } from "@keel/core";
+import {
+  describeThrown,
+  emitEvent,
+  eventsWanted,
+  isCancelled,
+  isTimeoutError,
+  KeelError,
+  type Operation,
+  random,
+} from "@keel/core";
 import type { DeadLetterReason, EngineJob, JobAttempt } from "./engine.js";
 import { isJobLockLostError, JobAbandonedError, JobLockLostError } from "./engine-errors.js";
 import { JobCancelledError, JobExpiredError, JobStalledError } from "./errors.js";
 import { Sync } from "./op.js";
+import type { JobAttemptInfo } from "./options.js";
 import type { Delivery, Pool } from "./pool.js";
 
 /** What every `worker:job` event of `job`'s delivery carries. */
@@ -147,7 +157,8 @@ export function* settle<T>(
     elapsedMs: endedAt - firstStartedAt,
     timedOut: isTimeoutError(error) && endedAt >= until,
   };
-  if (!config.retryOn(error, info)) return yield* deadLetter(pool, d, "rejected", error, history);
+  const retry = retries(config.retryOn, error, info, engine.name, job.id);
+  if (retry !== true) return yield* deadLetter(pool, d, "rejected", retry || error, history);
   if (job.attempt >= attempts) return yield* deadLetter(pool, d, "exhausted", error, history);
   const delayMs = yield* delayFor(pool, job, error);
   if (endedAt + delayMs >= Math.min(job.deadlineAt, firstStartedAt + config.budgetMs))
@@ -211,6 +222,26 @@ export function* release<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, v
   if (!(yield* record(pool, d, "release", () => pool.engine.release(d.job)))) return;
   pool.counters.released++;
   yield* emitEvent({ ...baseOf(pool.engine.name, d.job), transition: "release" });
+}
+
+/**
+ * The user's `retryOn`: true to retry, false not to; one that throws refuses the retry too (the job
+ * is dead-lettered, never the worker failed), and gives the dead letter's error: what it threw,
+ * described, with the handler's error as its cause.
+ */
+function retries(
+  retryOn: (error: unknown, info: JobAttemptInfo) => boolean,
+  error: unknown,
+  info: JobAttemptInfo,
+  queue: string,
+  jobId: string,
+): boolean | KeelError {
+  try {
+    return Boolean(retryOn(error, info));
+  } catch (thrown) {
+    const message = `${queue}/${jobId}: retryOn threw ${describeThrown(thrown)}; the job is not retried`;
+    return new KeelError("KEEL_RETRY_ON_THREW", message, { cause: error });
+  }
 }
 
 function* delayFor<T>(pool: Pool<T>, job: EngineJob<T>, error: unknown): Generator<unknown, number, unknown> {

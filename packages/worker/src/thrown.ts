@@ -8,7 +8,7 @@
 
 import { types } from "node:util";
 import { describeThrown, isCancelled } from "@keel/core";
-import { JobThrewError } from "./errors.js";
+import { JobThrewError, type ThrownHints } from "./errors.js";
 
 /** Deeper than any reader walks a cause chain (`isTransient` 4, the BullMQ store 3). */
 const MAX_DEPTH = 8;
@@ -38,7 +38,31 @@ const FIELDS = ["code", "status", "statusCode", "retryable", "retryAfterMs", "ti
 export function safeThrown(value: unknown, queue: string, jobId: string): unknown {
   const flaw = flawOf(value);
   if (flaw === null) return value;
-  return new JobThrewError(queue, jobId, describeFlaw(value, flaw), value);
+  const hints = flaw === "not an error" ? hintsOf(value) : undefined;
+  return new JobThrewError(queue, jobId, describeFlaw(value, flaw), value, hints);
+}
+
+/**
+ * What a thrown object that is not an error says of its retry (`{ status: 503 }`): the fields
+ * `isTransient` and the worker read, each kept only when it reads as the right kind; nothing for
+ * a value whose reads throw.
+ */
+function hintsOf(value: unknown): ThrownHints | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  try {
+    const o = value as Record<string, unknown>;
+    const number = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+    const { retryable, code } = o;
+    return {
+      retryable: typeof retryable === "boolean" ? retryable : undefined,
+      status: number(o.status),
+      statusCode: number(o.statusCode),
+      code: typeof code === "string" || typeof code === "number" ? code : undefined,
+      retryAfterMs: number(o.retryAfterMs),
+    };
+  } catch {
+    return undefined;
+  }
 }
 
 /** Why `value` cannot be carried as it is (`stack throws when read`), or null when it can. */

@@ -76,6 +76,36 @@ for (const engine of engines) {
       expect(ends.map((e) => `${e.transition}(${e.reason})`)).toEqual(["dead-letter(abandoned)"]);
     });
 
+    it("a retryOn that throws: the job is dead-lettered once as rejected (what it threw in the error), the worker runs on", async () => {
+      const h = engine.harness();
+      const { dead, counts } = await withQueue(function* (queue) {
+        yield* useWorker(
+          queue,
+          function* handle(job) {
+            if (job.id === "bad") throw new Error("unavailable");
+          },
+          {
+            retry: {
+              retryOn() {
+                throw new RangeError("a bug in retryOn");
+              },
+            },
+          },
+        );
+        yield* queue.add("x", { id: "bad" });
+        yield* queue.add("y", { id: "next" });
+        yield* until(queue, (c) => c.completed + c.deadLettered >= 2);
+        return { dead: yield* queue.deadLetters(), counts: yield* queue.counts() };
+      }, h);
+      expect(counts).toMatchObject({ completed: 1, deadLettered: 1, active: 0 });
+      expect(dead[0]).toMatchObject({ id: "bad", reason: "rejected" });
+      expect(dead[0]!.error).toMatchObject({ code: "KEEL_RETRY_ON_THREW" });
+      expect((dead[0]!.error as Error).message).toMatch(
+        /\/bad: retryOn threw RangeError: a bug in retryOn; the job is not retried$/,
+      );
+      expect(((dead[0]!.error as Error).cause as Error).message).toBe("unavailable");
+    });
+
     for (const kind of ["never lets go", "overruns the cleanup budget in its finally"] as const)
       it(`a job cut at shutdown whose handler ${kind} is released once, counted in the report, with its event`, async () => {
         const h = engine.harness();

@@ -2,13 +2,28 @@
  * `safeThrown`: an ordinary error passes through untouched (identity kept), anything else becomes
  * a `JobThrewError` that describes it, and nothing about the value can make it throw.
  */
-import { Cancelled } from "@keel/core";
+import { Cancelled, isTransient } from "@keel/core";
 import { isJobThrewError, JobThrewError } from "@keel/worker";
 import { describe, expect, it } from "vitest";
 import { safeThrown } from "../src/thrown.js";
 import { hostileProxy, poisons } from "./fixtures/poison.js";
 
 describe("safeThrown", () => {
+  it("a thrown plain object lends its retry hints: { status: 503 } and a network code are retried by isTransient, the rest are not", () => {
+    const retried = [{ status: 503 }, { statusCode: 429 }, { code: "ECONNRESET" }, { retryable: true }];
+    for (const v of retried) expect(isTransient(safeThrown(v, "q", "j"))).toBe(true);
+    const rejected = [{}, { status: 400 }, { retryable: false, status: 503 }, "boom", Object.create(null)];
+    for (const v of rejected) expect(isTransient(safeThrown(v, "q", "j"))).toBe(false);
+    const e = safeThrown({ status: 503, retryAfterMs: 250, code: { circular: true } }, "q", "j");
+    expect(e).toMatchObject({ code: "KEEL_JOB_THREW", status: 503, retryAfterMs: 250, retryable: undefined });
+    const hostile = {
+      get status(): number {
+        throw new Error("no");
+      },
+    };
+    expect(safeThrown(hostile, "q", "j")).toMatchObject({ retryable: false });
+  });
+
   it("gives back an ordinary error itself: subclasses, causes, codes, AggregateErrors", () => {
     const values: Error[] = [
       new Error("plain"),

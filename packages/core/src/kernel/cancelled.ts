@@ -127,7 +127,14 @@ Object.defineProperty(Cancelled.prototype, "name", { value: "Cancelled" });
  * ```
  */
 export function isCancelled(e: unknown): e is Cancelled {
-  return typeof e === "object" && e !== null && (e as Record<symbol, unknown>)[CANCELLED_BRAND] === true;
+  if (typeof e !== "object" || e === null) return false;
+  // A thrown Proxy whose `get` trap throws (or a revoked one) is not a Cancelled, and asking must not
+  // throw: this runs in every `catch` of the runtime, and would replace the value in flight.
+  try {
+    return (e as Record<symbol, unknown>)[CANCELLED_BRAND] === true;
+  } catch {
+    return false;
+  }
 }
 
 /** A reason in words: "cancelled (deploy)", "timed out after 100 ms". */

@@ -5,7 +5,15 @@
 import { inspect } from "node:util";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { describeThrown, printThrown } from "../format-value.js";
-import { emitEvent, type KeelEvent, type LogRecord, pinoLogger, run } from "../index.js";
+import {
+  emitEvent,
+  isCancelled,
+  type KeelEvent,
+  type LogRecord,
+  pinoLogger,
+  run,
+  timeout,
+} from "../index.js";
 
 function hostileProxy(): object {
   const handler = new Proxy(
@@ -152,5 +160,29 @@ describe("poison values in descriptions, prints, events and logs", () => {
     expect(value).toBe("went on");
     expect(printed).toContain("keel: a logger threw");
     expect(printed).toContain("keel: an onEvent handler threw");
+  });
+});
+
+describe("isCancelled on a poison value", () => {
+  it("answers false for a Proxy whose traps throw and for a revoked one, and a task that throws one fails with that value", async () => {
+    const revocable = Proxy.revocable({}, {});
+    revocable.revoke();
+    for (const v of [hostileProxy(), revocable.proxy]) expect(isCancelled(v)).toBe(false);
+    const thrown = hostileProxy();
+    // Held in a box: a promise resolved with the Proxy itself would read its `then` (and throw).
+    const box: { error?: unknown } = {};
+    await run(function* throwsAProxy() {
+      yield* timeout(1_000, function* () {
+        throw thrown;
+      });
+    }).then(
+      () => {},
+      (e: unknown) => {
+        box.error = e;
+      },
+    );
+    // The value itself, not the trap's error: the timeout scope's unwinding asked whether it was
+    // a Cancelled, and that question no longer throws.
+    expect(box.error === thrown).toBe(true);
   });
 });

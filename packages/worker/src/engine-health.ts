@@ -6,7 +6,7 @@
  * the worker fails with `EngineUnavailableError`.
  * @module
  */
-import { emitEvent, isCancelled, type Operation, sleep, timeout } from "@keel/core";
+import { emitEvent, isCancelled, isTimeoutError, type Operation, sleep, timeout } from "@keel/core";
 import { ChangeSignal } from "./change-signal.js";
 import { EngineTimeoutError, EngineUnavailableError } from "./engine-errors.js";
 import { Bound } from "./op.js";
@@ -122,17 +122,16 @@ function* callEngine<T, R>(
   op: Operation<R>,
 ): Generator<unknown, R, unknown> {
   const { engine, config } = health.pool;
+  const label = `${engine.name}: ${what}`;
   let value: R;
   try {
-    value = yield* timeout(config.engineTimeoutMs, op, { label: `${engine.name}: ${what}` });
+    value = yield* timeout(config.engineTimeoutMs, op, { label });
   } catch (e) {
     if (isCancelled(e)) throw e;
-    // Our own bound, not a timeout the engine threw (timeout() passes those through untouched).
-    const error =
-      (e as { code?: unknown } | null)?.code === "KEEL_TIMEOUT" &&
-      (e as { label?: unknown }).label === `${engine.name}: ${what}`
-        ? new EngineTimeoutError(engine.name, what, config.engineTimeoutMs)
-        : e;
+    // Our own bound (its label names this call), not a timeout the engine threw: those pass
+    // through `timeout` untouched.
+    const own = isTimeoutError(e) && e.label.endsWith(`, ${label})`);
+    const error = own ? new EngineTimeoutError(engine.name, what, config.engineTimeoutMs) : e;
     yield* markDown(health, error);
     throw error;
   }

@@ -30,7 +30,7 @@ export function baseOf<T>(queue: string, job: EngineJob<T>) {
 
 export type Failed = { ok: false; error: unknown };
 
-/** Completed: the common outcome (one generator, no allocation beyond the engine's call). */
+/** Completed: the common outcome (for the embedded engine: a closure and no wait beyond its call). */
 export function* complete<T>(
   pool: Pool<T>,
   d: Delivery<T>,

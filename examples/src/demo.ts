@@ -99,5 +99,7 @@ await main(
       for (const line of summary(stats, elapsedMs, yield* queue.deadLetters())) console.log(line);
     }
   },
-  { shutdownBudgetMs: drainMs + cleanupBudgetMs + closeCapMs + 2000 },
+  // The worker's shutdown (drainMs + cleanupBudgetMs + closeCapMs), the BullMQ queue's own close
+  // (1,000 ms), and 1,000 ms for the summary and the demo queue's removal of its keys.
+  { shutdownBudgetMs: drainMs + cleanupBudgetMs + closeCapMs + 1000 + 1000 },
 );

@@ -6,14 +6,16 @@
 import type { DeadLetter, ShutdownReport, WorkerStats } from "@keel/worker";
 
 export function progressLine(s: WorkerStats, elapsedMs: number): string {
-  const done = s.completed + s.deadLettered.expired + s.deadLettered.exhausted + s.deadLettered.rejected;
-  const dead = done - s.completed;
+  const dead = Object.values(s.deadLettered).reduce((a, b) => a + b, 0);
+  const done = s.completed + dead;
   const rate = elapsedMs > 0 ? Math.round((done * 1000) / elapsedMs) : 0;
   return `done ${done} (completed ${s.completed}, dead-lettered ${dead}) · retried ${s.retried} · in flight ${s.inFlight} · waiting ${s.waiting} · ${rate} jobs/s`;
 }
 
 export function summary(s: WorkerStats, elapsedMs: number, dead: readonly DeadLetter<unknown>[]): string[] {
-  const byReason = (["expired", "exhausted", "rejected"] as const).map((r) => `${r} ${s.deadLettered[r]}`);
+  const byReason = Object.entries(s.deadLettered)
+    .filter(([r, n]) => n > 0 || r === "expired" || r === "exhausted" || r === "rejected")
+    .map(([r, n]) => `${r} ${n}`);
   const lines = [
     `${s.completed} completed, ${s.retried} retries, in ${(elapsedMs / 1000).toFixed(1)} s`,
     `handler time of completed jobs: p50 ${Math.round(s.durationMs.p50)} ms, p99 ${Math.round(s.durationMs.p99)} ms`,

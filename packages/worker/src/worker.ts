@@ -95,18 +95,30 @@ export interface Worker {
  *   every Keel timeout inside see it.
  * - Each job ends exactly once: completed; dead-lettered as `expired` (its deadline passed before or
  *   while it ran), `exhausted` (attempts, `retry.budgetMs` or the time before its deadline spent; the
- *   attempt history kept) or `rejected` (an error `retryOn` refuses); or released at shutdown. A
- *   retryable failure is redelivered after the backoff (or the error's `retryAfterMs`), never past
- *   the job's deadline.
+ *   attempt history kept), `rejected` (an error `retryOn` refuses; a thrown value that is not a
+ *   readable `Error` is carried as a `JobThrewError`), `stalled` (BullMQ: its deliveries stalled
+ *   more than `maxStalls` times) or `abandoned` (a cut handler that did not end within the cleanup
+ *   budget); or released at shutdown. A retryable failure is redelivered after the backoff (or the
+ *   error's `retryAfterMs`), never past the job's deadline.
+ * - A delivery whose outcome cannot be recorded (the engine gives no answer within
+ *   `engineTimeoutMs`, or no longer holds the job for this process) ends `stalled`: counted in
+ *   `stats().stalled`, a `worker:job` event, and the job left to the engine's own recovery.
  * - A job is taken only when a slot is free; `stallMs` cuts a delivery with no `job.progress` for that long.
  * - A job's `id` is an idempotency key: adding one that is held or has ended adds nothing.
+ * - Every call to the engine is bounded by `engineTimeoutMs`; one that fails or runs past it marks
+ *   the engine down (a `worker:engine` event, a warning): nothing is taken until it answers again.
+ *   Down for longer than `engineDownMs`, the worker fails with `EngineUnavailableError`.
  *
  * **Cancellation** (the scope ends: `main`'s SIGTERM, a cancel, a parent's error): the worker stops
  * taking at once, lets in-flight jobs run for up to `drainMs`, then cancels the rest (each unwinds
- * within `cleanupBudgetMs` and is released, not failed), and closes the engine, raced against
- * `closeCapMs`. The whole shutdown ends within `drainMs + cleanupBudgetMs + closeCapMs` (give `main`
- * a `shutdownBudgetMs` at least that long) and reports what it did (`onShutdown`, `shutdownReport`,
- * a `worker:shutdown` event per step). Every transition of a job is a `worker:job` event.
+ * within `cleanupBudgetMs`, and its slot then releases its job: not failed), releases at once what
+ * is still running past that budget (counted in the report), and closes the engine; the releases and
+ * the close are raced against `closeCapMs`, and skipped when the engine is down. The worker's
+ * shutdown ends within `drainMs + cleanupBudgetMs + closeCapMs`, and the BullMQ queue's own close
+ * after it within 1,000 ms: give `main` a `shutdownBudgetMs` of at least
+ * `drainMs + cleanupBudgetMs + closeCapMs + 1,000`. It reports what it did (`onShutdown`,
+ * `shutdownReport`, a `worker:shutdown` event per step). Every transition of a job is a `worker:job`
+ * event.
  *
  * @example
  * ```ts

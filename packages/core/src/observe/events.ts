@@ -232,7 +232,8 @@ export type KeelEvent =
       readonly attempt: number;
       /**
        * `stalled`: the worker could not record the job's outcome (its lock was lost, or the engine
-       * did not answer within `engineTimeoutMs`); the engine's own recovery redelivers it.
+       * did not answer within `engineTimeoutMs`). It ends the delivery, not the job: the engine's
+       * own recovery ends it (a call that lands late) or redelivers it (BullMQ's stalled check).
        */
       readonly transition: "start" | "complete" | "retry" | "dead-letter" | "release" | "stalled";
       /** For `start`: the most attempts the job may have (N in "attempt k of N"). */

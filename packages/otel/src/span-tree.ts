@@ -60,6 +60,19 @@ export class SpanTree {
     return node.span;
   }
 
+  /**
+   * Takes the task's open scope of `kind` off its stack, open (the scopes inside it end), so that
+   * its task's settle does not end it: a job span whose outcome comes after its delivery's task.
+   */
+  detach(taskId: number, kind: Scope["kind"]): Scope | undefined {
+    const stack = this.tasks.get(taskId)?.stack;
+    const i = stack?.findIndex((s) => s.kind === kind) ?? -1;
+    if (!stack || i < 0) return undefined;
+    const scope = stack[i]!;
+    for (const inner of stack.splice(i).slice(1).reverse()) inner.span.end();
+    return scope;
+  }
+
   /** The task's own span, if it has one. */
   taskSpan(taskId: number): Span | null {
     return this.tasks.get(taskId)?.span ?? null;

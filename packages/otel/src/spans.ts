@@ -12,7 +12,7 @@ import { SpanKind, type TextMapPropagator, type Tracer } from "@opentelemetry/ap
 import { deadlineLeft, fail, timeoutName } from "./common.js";
 import { HttpSpans } from "./http-spans.js";
 import type { KeelMetrics } from "./metrics.js";
-import { type Attributes, SpanTree } from "./span-tree.js";
+import { type Attributes, type Scope, SpanTree } from "./span-tree.js";
 
 /** Names Keel gives a task whose function has none: such tasks get no span of their own. */
 const ANONYMOUS = new Set(["task", "op", "shielded", "keel"]);
@@ -22,6 +22,8 @@ type Of<T extends KeelEvent["type"]> = Extract<KeelEvent, { type: T }>;
 export class SpanTracker {
   private readonly tree: SpanTree;
   private readonly http: HttpSpans;
+  /** Job spans of cut deliveries whose task has ended, by `queue/id`, until their outcome comes. */
+  private readonly endedJobs = new Map<string, Scope>();
 
   constructor(tracer: Tracer, metrics: KeelMetrics, propagator: TextMapPropagator | null) {
     this.tree = new SpanTree(tracer);
@@ -133,6 +135,10 @@ export class SpanTracker {
   }
 
   private settle(e: Of<"task:settle">): void {
+    // A delivery whose task ends with its job span open was cut: its slot ends the job next, and
+    // that outcome (from the slot's task) ends the span.
+    const job = this.tree.detach(e.taskId, "job");
+    if (job) this.endedJobs.set(job.key, job);
     const span = this.tree.settle(e.taskId);
     this.http.settled(e.taskId);
     if (!span) return;
@@ -203,6 +209,10 @@ export class SpanTracker {
   private job(e: Of<"worker:job">): void {
     const key = `${e.queue}/${e.jobId}`;
     if (e.transition === "start") {
+      // One left open by a delivery that never got its outcome (the worker torn down without its
+      // shutdown) ends when the job is delivered again.
+      this.endedJobs.get(key)?.span.end();
+      this.endedJobs.delete(key);
       const attributes: Attributes = {
         "keel.job.queue": e.queue,
         "keel.job.id": e.jobId,
@@ -213,11 +223,16 @@ export class SpanTracker {
       this.tree.open(e.taskId, "job", `job ${e.queue}`, key, attributes, { spanKind: SpanKind.CONSUMER });
       return;
     }
-    const scope = this.tree.find(e.taskId, "job", key);
+    const failed = e.transition === "retry" || e.transition === "dead-letter" || e.transition === "stalled";
+    const error = failed ? (e.error ?? e.reason) : undefined;
+    const detached = this.endedJobs.get(key);
+    const scope = this.tree.find(e.taskId, "job", key) ?? detached;
     if (!scope) return;
     scope.span.setAttribute("keel.job.outcome", e.transition);
     if (e.reason !== undefined) scope.span.setAttribute("keel.job.reason", e.reason);
-    const failed = e.transition === "retry" || e.transition === "dead-letter";
-    this.tree.end(e.taskId, scope, failed ? (e.error ?? e.reason) : undefined);
+    if (scope !== detached) return this.tree.end(e.taskId, scope, error);
+    this.endedJobs.delete(key);
+    if (error !== undefined) fail(scope.span, error);
+    scope.span.end();
   }
 }

@@ -114,6 +114,35 @@ describe("@keel/otel: worker jobs", () => {
     expect(jobs.every((s) => s.spanContext().traceId === root.spanContext().traceId)).toBe(true);
   });
 
+  it("a job cut at shutdown: its span ends with the outcome its slot records after the delivery's task (release), counted once", async () => {
+    await run(
+      function* service() {
+        const queue = yield* createMemoryQueue<string>({ name: "cut" });
+        const s = yield* spawn(function* worker() {
+          yield* useWorker(
+            queue,
+            function* handle() {
+              yield* sleep(60_000);
+            },
+            { drainMs: 100, cleanupBudgetMs: 100 },
+          );
+          yield* sleep(Infinity);
+        });
+        yield* queue.add("x", { id: "j-cut", ttlMs: 600_000 });
+        yield* sleep(10);
+        yield* s.cancel();
+      },
+      { clock: createVirtualClock() },
+    );
+    const span = only(otel.spans(), "job cut");
+    expect(span.attributes["keel.job.outcome"]).toBe("release");
+    expect(span.attributes["keel.job.id"]).toBe("j-cut");
+    expect(span.status.code).not.toBe(2);
+    const m = await otel.metricPoints();
+    const cut = (m.get("keel.jobs") ?? []).filter((p) => p.attributes["keel.job.queue"] === "cut");
+    expect(cut.map((p) => `${p.attributes["keel.job.outcome"]}=${p.value}`)).toEqual(["release=1"]);
+  });
+
   it.skipIf(!redisUp)(
     "on BullMQ with the real Redis: the same spans and metrics",
     async () => {

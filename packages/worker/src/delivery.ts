@@ -46,6 +46,11 @@ export function* deliver<T>(
       // Cut by the shutdown before it began: put back, never run.
       return yield* settle(pool, d, CUT, startedAt, attempts);
     }
+    if (job.stalledOut !== undefined) {
+      // Its processes died running it, maxStalls times over: it is not run again.
+      if (!pool.claim(d)) return;
+      return yield* deadLetter(pool, d, "stalled", job.stalledOut, job.history);
+    }
     if (job.deadlineAt <= startedAt) {
       // A job already expired when taken is not run.
       if (!pool.claim(d)) return;

@@ -60,6 +60,12 @@ export interface EngineJob<T> {
   /** When the job was added, on the runtime's clock. */
   readonly addedAt: number;
   readonly history: readonly JobAttempt[];
+  /**
+   * Set when the engine's own recovery gave up on the job (BullMQ: it stalled more than
+   * `maxStalls` times, its process dying each time): the worker dead-letters it as `stalled`, with
+   * this error, without running it.
+   */
+  readonly stalledOut?: unknown;
 }
 
 /**

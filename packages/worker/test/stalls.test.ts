@@ -181,20 +181,33 @@ describe.skipIf(!hasRedisServer)(
             const held = yield* until(holder.getNextJob("vanished"));
             yield* until(holder.close(true));
             const ran: string[] = [];
-            yield* useWorker(queue, function* handle(job) {
-              ran.push(job.id);
-            });
+            const sunk: string[] = [];
+            const worker = yield* useWorker(
+              queue,
+              function* handle(job) {
+                ran.push(job.id);
+              },
+              {
+                *deadLetter(letter) {
+                  sunk.push(`${letter.id}:${letter.reason}`);
+                },
+              },
+            );
             while ((yield* queue.counts()).deadLettered < 1) {
               if (performance.now() > guardAt)
                 throw new Error(`hang guard: no dead letter within ${GUARD_MS} ms`);
               yield* sleep(50);
             }
-            return { held: held?.id, ran, deadLetters: yield* queue.deadLetters() };
+            const stats = yield* worker.stats();
+            return { held: held?.id, ran, sunk, stats, deadLetters: yield* queue.deadLetters() };
           },
           { onEvent: (e) => events.push(e) },
         );
         expect(r.held).toBe("z1");
         expect(r.ran).toEqual([]);
+        // Dead-lettered by the worker, as any dead letter: counted, and given to its sink.
+        expect(r.stats.deadLettered.stalled).toBe(1);
+        expect(r.sunk).toEqual(["z1:stalled"]);
         expect(r.deadLetters).toMatchObject([{ id: "z1", reason: "stalled" }]);
         expect((r.deadLetters[0]!.error as Error).message).toMatch(
           /^zero\/z1: stalled more than maxStalls times \(1 stall\)/,

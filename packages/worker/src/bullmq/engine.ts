@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { type Operation, until } from "@keel/core";
-import type { Queue as BullQueue, Worker as BullWorker } from "bullmq";
+import { type Queue as BullQueue, type Worker as BullWorker, UnrecoverableError } from "bullmq";
 import type {
   AddResult,
   DeadLetter,
@@ -18,10 +18,10 @@ import type {
   QueueEngine,
 } from "../engine.js";
 import { EngineTimeoutError, JobLockLostError } from "../engine-errors.js";
-import { QueueClosedError } from "../errors.js";
+import { JobStalledOutError, QueueClosedError } from "../errors.js";
 import { Bound } from "../op.js";
 import { Consumer, type Held } from "./consumer.js";
-import { failDeferred, letterOf } from "./stalled.js";
+import { letterOf } from "./stalled.js";
 import { failedError, type StoredAttempt, type StoredJob, storedError } from "./stored.js";
 
 export class BullEngine<T> implements QueueEngine<T> {
@@ -98,6 +98,10 @@ export class BullEngine<T> implements QueueEngine<T> {
       priority: job.opts.priority ?? 0,
       addedAt: job.timestamp,
       history: (d.history ?? []) as JobAttempt[],
+      // Marked by BullMQ's stalled check for stalling more than `maxStalls` times (see stalled.ts).
+      stalledOut: job.deferredFailure
+        ? new JobStalledOutError(this.name, job.id ?? "", job.stalledCounter || undefined)
+        : undefined,
     };
   }
 
@@ -163,7 +167,10 @@ export class BullEngine<T> implements QueueEngine<T> {
       const history = letter.history.map((a) => ({ ...a, error: storedError(a.error) }));
       const deadError = storedError(letter.error);
       await h.job.updateData({ ...h.job.data, deadReason: letter.reason, deadError, history });
-      const e = failedError(deadError, letter.error);
+      // A job that stalled out keeps BullMQ's own reason (what BullMQ's tools and workers know).
+      const e = h.job.deferredFailure
+        ? new UnrecoverableError(h.job.deferredFailure)
+        : failedError(deadError, letter.error);
       return h.job.moveToFailed(e, h.token, this.fetchNext(h, takingNext));
     });
   }
@@ -174,7 +181,12 @@ export class BullEngine<T> implements QueueEngine<T> {
 
   progress(job: EngineJob<T>, value: unknown): Operation<void> {
     const h = this.held(job);
-    return until(h.job.updateProgress(value as number));
+    return until(
+      h.job.updateProgress(value as number).catch((error: unknown) => {
+        // A job gone from Redis (restarted empty) is not this process's: not an outage.
+        throw lockLost(this.name, job.id, error) ?? error;
+      }),
+    );
   }
 
   counts(): Operation<EngineCounts> {
@@ -309,14 +321,8 @@ function* takeJob<T>(
   for (;;) {
     if (consumer.closing) throw new QueueClosedError(engine.name, "take");
     const h = consumer.next();
-    if (h) {
-      // A job that stalled out (see stalled.ts) is failed unrun, and the take goes on.
-      if (h.job.deferredFailure) {
-        yield* failDeferred(engine.name, h, boundMs);
-        continue;
-      }
-      return engine.view(h);
-    }
+    // A job that stalled out comes with `stalledOut`: the worker dead-letters it unrun.
+    if (h) return engine.view(h);
     try {
       yield* consumer.arrival(boundMs);
     } catch (e) {

@@ -266,9 +266,11 @@ describe.skipIf(!hasRedisServer)(
         );
 
         const runs = new Map<string, number>();
+        const spent: string[] = [];
         for (const line of readFileSync(runsFile, "utf8").split("\n")) {
-          const id = line.split(" ")[1];
+          const [, id, attempt] = line.split(" ");
           if (id) runs.set(id, (runs.get(id) ?? 0) + 1);
+          if (id && attempt !== "1") spent.push(`${id} attempt ${attempt}`);
         }
         const stalls = fleet.said("stalled");
         /** Why `id` may have run again: one cause per extra run allowed. */
@@ -298,6 +300,15 @@ describe.skipIf(!hasRedisServer)(
           "B 143",
           "A2 143",
         ]);
+        // Nothing on stderr but main's notice of the SIGTERM: no error, no warning.
+        const stderr = fleet.members.flatMap((m) =>
+          m.child
+            .stderr()
+            .split("\n")
+            .filter((l) => l !== "" && !l.startsWith("keel: SIGTERM received"))
+            .map((l) => `${m.name}: ${l}`),
+        );
+        expect(stderr).toEqual([]);
         // The faults took effect: each worker saw Redis go away twice, B once more; A held jobs when it died.
         expect(fleet.downs(a)).toBeGreaterThanOrEqual(2);
         expect(fleet.downs(b)).toBeGreaterThanOrEqual(3);
@@ -308,6 +319,8 @@ describe.skipIf(!hasRedisServer)(
           unexplained.map((id) => `${id} ran ${runs.get(id)} times: ${causes(id).join(", ") || "no cause"}`),
         ).toEqual([]);
         expect(Math.max(...runs.values())).toBeLessThanOrEqual(2);
+        // A run again is not the job's fault: no fault spent an attempt.
+        expect(spent).toEqual([]);
       } finally {
         await reader.close();
       }

@@ -321,8 +321,10 @@ function* takeJob<T>(
   for (;;) {
     if (consumer.closing) throw new QueueClosedError(engine.name, "take");
     const h = consumer.next();
-    // A job that stalled out comes with `stalledOut`: the worker dead-letters it unrun.
-    if (h) return engine.view(h);
+    // A job that stalled out comes with `stalledOut`: the worker dead-letters it unrun. One whose
+    // lock lapsed while it waited here is no longer this process's: it is not handed over.
+    if (h && engine.active.get(h.job.id ?? "") === h) return engine.view(h);
+    if (h) continue;
     try {
       yield* consumer.arrival(boundMs);
     } catch (e) {

@@ -6,7 +6,15 @@
  * the worker fails with `EngineUnavailableError`.
  * @module
  */
-import { emitEvent, isCancelled, isTimeoutError, type Operation, sleep, timeout } from "@keel/core";
+import {
+  describeThrown,
+  emitEvent,
+  isCancelled,
+  isTimeoutError,
+  type Operation,
+  sleep,
+  timeout,
+} from "@keel/core";
 import { ChangeSignal } from "./change-signal.js";
 import { EngineTimeoutError, EngineUnavailableError } from "./engine-errors.js";
 import { Bound } from "./op.js";
@@ -140,12 +148,16 @@ function* callEngine<T, R>(
 }
 
 function* markDown<T>(health: EngineHealth<T>, error: unknown): Generator<unknown, void, unknown> {
-  if (health.setDown(error))
-    yield* emitEvent({ type: "worker:engine", queue: health.pool.engine.name, state: "down", error });
+  if (!health.setDown(error)) return;
+  const queue = health.pool.engine.name;
+  const message = `queue ${queue}: the engine stopped answering (${describeThrown(error)}); the worker takes no job until it is back`;
+  yield* emitEvent({ type: "worker:engine", queue, state: "down", error, message });
 }
 
 function* markUp<T>(health: EngineHealth<T>): Generator<unknown, void, unknown> {
   const downForMs = health.setUp();
-  if (downForMs !== null)
-    yield* emitEvent({ type: "worker:engine", queue: health.pool.engine.name, state: "up", downForMs });
+  if (downForMs === null) return;
+  const queue = health.pool.engine.name;
+  const message = `queue ${queue}: the engine answers again after ${Math.round(downForMs)} ms; the worker takes jobs again`;
+  yield* emitEvent({ type: "worker:engine", queue, state: "up", downForMs, message });
 }

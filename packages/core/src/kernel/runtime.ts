@@ -105,13 +105,10 @@ export function describeWarning(event: KeelEvent): string {
     case "cancel:replaced":
       return `the cancellation (${event.reason.kind}) was replaced by ${describeThrown(event.error)}`;
     case "retry:unreachable":
+    case "worker:engine":
       return event.message;
     case "task:blocked":
       return `a step ran ${event.durationMs} ms without yielding, blocking the event loop (threshold ${event.thresholdMs} ms)`;
-    case "worker:engine":
-      return event.state === "down"
-        ? `queue ${event.queue}: the engine stopped answering (${describeThrown(event.error)}); the worker takes no job until it is back`
-        : `queue ${event.queue}: the engine answers again after ${Math.round(event.downForMs ?? 0)} ms; the worker takes jobs again`;
     case "deadline:missing":
       return `${event.label}: an external call with no deadline of its caller's above it (only its own limits, if any, bound it)`;
     default:

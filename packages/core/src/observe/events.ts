@@ -255,6 +255,8 @@ export type KeelEvent =
       readonly type: "worker:engine";
       readonly queue: string;
       readonly state: "down" | "up";
+      /** What happened, in words (the warning's text). */
+      readonly message: string;
       /** For `down`: the failure that showed it (a timeout, a connection error). */
       readonly error?: unknown;
       /** For `up`: how long it was down. */

@@ -195,6 +195,70 @@ describe.skipIf(!hasRedisServer)("more Redis faults for a BullMQ worker (a Redis
     expect(engineEvents(events)).toEqual([]);
   }, 60_000);
 
+  it("a job whose lock lapsed comes back to this same process while its first delivery still runs: each delivery ends as its own lock says (the first stalled, lock-lost; the second completed)", async () => {
+    const own = (redis = await startRedis());
+    const raw = client(own);
+    const events: KeelEvent[] = [];
+    const first = latch();
+    const second = latch();
+    const ends = () =>
+      events.flatMap((e) =>
+        e.type === "worker:job" && e.jobId === "held" && e.transition !== "start"
+          ? [`${e.transition}${e.reason ? ` ${e.reason}` : ""}`]
+          : [],
+      );
+    const outcome = await run(
+      function* test() {
+        // A long lock: this process's extension (every 30 s) does not see the loss in time, as
+        // when its event loop was blocked past lockMs and another process's stalled check ran.
+        const queue = yield* useBullQueue<string>({
+          name: "faults",
+          connection: own.connection,
+          lockMs: 60_000,
+        });
+        let deliveries = 0;
+        const s = yield* serve(queue, { concurrency: 2 }, function* (id) {
+          if (id !== "held") return;
+          yield* (++deliveries === 1 ? first : second).wait();
+        });
+        yield* queue.add("x", { id: "held" });
+        yield* eventually("the first delivery waiting", () => first.waiting);
+        // What another process's stalled check does to a job whose lock lapsed: back to wait, the
+        // queue's marker set (BullMQ's key layout: `<prefix>:<queue>:<key>`).
+        const moved = yield* until(
+          raw
+            .multi()
+            .del("bull:faults:held:lock")
+            .lrem("bull:faults:active", 0, "held")
+            .lpush("bull:faults:wait", "held")
+            .zadd("bull:faults:marker", 0, "0")
+            .exec(),
+        );
+        // This process's free slot takes it again: a second delivery of the same job.
+        yield* eventually("the second delivery waiting", () => second.waiting);
+        first.open();
+        yield* eventually("the first delivery ended", () => ends().length === 1);
+        second.open();
+        yield* eventually("the second delivery ended", () => ends().length === 2);
+        const counts = yield* queue.counts();
+        const stats = yield* s.worker().stats();
+        yield* s.task.cancel();
+        return { moved: moved?.map(([, r]) => r), counts, stats, ran: s.ran };
+      },
+      { onEvent: (e) => events.push(e) },
+    );
+    expect(outcome.moved?.slice(0, 3)).toEqual([1, 1, 1]);
+    expect(outcome.ran).toEqual(["held", "held"]);
+    // The first could not end the job with the second's lock; it says why.
+    expect(ends()).toEqual(["stalled lock-lost", "complete"]);
+    const stalled = jobEvents(events, "stalled")[0]!;
+    expect((stalled.error as Error).message).toBe(
+      "faults/held: this process no longer holds the job (its lock lapsed, and a later delivery of the job holds it)",
+    );
+    expect(outcome.stats).toMatchObject({ completed: 1, stalled: 1 });
+    expect(outcome.counts).toMatchObject({ completed: 1, active: 0, waiting: 0, deadLettered: 0 });
+  }, 60_000);
+
   it("a network stall longer than engineTimeoutMs while the worker is idle: its take fails (EngineTimeoutError, fetching a job), the engine down, no failure; resumed: up, and jobs added after are taken", async () => {
     const own = (redis = await startRedis());
     const p = (proxy = await startProxy(own.connection));

@@ -94,9 +94,10 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   /** The job `h` as the worker sees it. */
-  view({ job }: Held<T>): EngineJob<T> {
+  view(h: Held<T>): EngineJob<T> {
+    const { job } = h;
     const d = job.data;
-    return {
+    const view: EngineJob<T> = {
       id: job.id ?? "",
       data: d.payload,
       attempt: d.attempt ?? 1,
@@ -106,13 +107,27 @@ export class BullEngine<T> implements QueueEngine<T> {
       addedAt: job.timestamp,
       history: (d.history ?? []) as JobAttempt[],
     };
+    h.view = view;
+    return view;
   }
 
-  /** The job as this process holds it; a job it no longer holds (forgotten, its lock lost) is not its to end. */
+  /**
+   * The hold of the delivery given `job`; one that no longer holds it (forgotten, its lock lost,
+   * or delivered again since: its lock lapsed and the job came back here) is not its to end.
+   */
   private held(job: EngineJob<T>): Held<T> {
     const h = this.active.get(job.id);
-    if (!h) throw new JobLockLostError(this.name, job.id, "it is not active in this process");
-    return h;
+    if (h?.view === job) return h;
+    const why = h
+      ? "its lock lapsed, and a later delivery of the job holds it"
+      : "it is not active in this process";
+    throw new JobLockLostError(this.name, job.id, why);
+  }
+
+  /** The hold of the delivery given `job`, if it still holds the job. */
+  private holdOf(job: EngineJob<T>): Held<T> | undefined {
+    const h = this.active.get(job.id);
+    return h?.view === job ? h : undefined;
   }
 
   private finish(job: EngineJob<T>, what: string, step: (h: Held<T>) => Promise<unknown>) {
@@ -121,7 +136,7 @@ export class BullEngine<T> implements QueueEngine<T> {
       `${what} ${job.id}`,
       step(h).then(
         (next) => {
-          h.consumer.untrack(job.id);
+          h.consumer.untrack(h);
           return h.consumer.handOver(next, h.token);
         },
         (error: unknown) => {
@@ -149,7 +164,7 @@ export class BullEngine<T> implements QueueEngine<T> {
 
   /** The worker gives up on ending `job`: its lock is no longer extended, and lapses. */
   forget(job: EngineJob<T>): void {
-    this.active.delete(job.id);
+    if (this.holdOf(job)) this.active.delete(job.id);
   }
 
   /** Whether the call that ends a job may fetch the next one for `h`'s consumer. */
@@ -274,7 +289,7 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   onCancel(job: EngineJob<T>, cancel: ((reason: string, kind?: "cancelled" | "lost") => void) | null): void {
-    const h = this.active.get(job.id);
+    const h = this.holdOf(job);
     if (!h) return;
     if (cancel && h.cancelled !== null) cancel(h.cancelled);
     else h.onCancel = cancel;

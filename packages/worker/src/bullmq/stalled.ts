@@ -39,7 +39,7 @@ export function* failDeferred<T>(
     if (isCancelled(e)) throw e;
     return;
   } finally {
-    h.consumer.untrack(id);
+    h.consumer.untrack(h);
   }
   const letter = letterOf(queue, job);
   const attempt = job.data.attempt ?? 1;

@@ -195,6 +195,67 @@ describe.skipIf(!hasRedisServer)("more Redis faults for a BullMQ worker (a Redis
     expect(engineEvents(events)).toEqual([]);
   }, 60_000);
 
+  it("a job's lock deleted after its handler returned, before its completion lands (held in a stalled proxy): the completion finds the lock gone, the delivery ends stalled (lock-lost), the stalled check puts the job back and it completes once", async () => {
+    const own = (redis = await startRedis());
+    const p = (proxy = await startProxy(own.connection));
+    const raw = client(own);
+    const events: KeelEvent[] = [];
+    const held = latch();
+    let returned = false;
+    const outcome = await run(
+      function* test() {
+        // The worker reaches Redis through the proxy; the test's own client does not. The lock
+        // (extended every second) has a second or more left when the proxy starts holding its
+        // extensions, for the test's delete to be what removes it.
+        const queue = yield* useBullQueue<string>({
+          name: "faults",
+          connection: { host: "127.0.0.1", port: p.port },
+          lockMs: 2_000,
+        });
+        let first = true;
+        const s = yield* serve(queue, { engineTimeoutMs: 20_000 }, function* (id) {
+          if (id !== "held" || !first) return;
+          first = false;
+          yield* held.wait();
+          returned = true;
+        });
+        yield* queue.add("x", { id: "held" });
+        yield* eventually("the handler waiting", () => held.waiting);
+        p.stall();
+        held.open();
+        yield* eventually("the handler returned", () => returned);
+        // The completion is on its way (held by the proxy); the lock goes before it lands.
+        const deleted = yield* until(raw.del("bull:faults:held:lock"));
+        p.resume();
+        yield* eventually("the delivery stalled", () => jobEvents(events, "stalled").length > 0);
+        const stats = yield* s.worker().stats();
+        yield* queue.add("y", { id: "next" });
+        yield* eventually("held and next completed", function* () {
+          return (yield* queue.counts()).completed === 2;
+        });
+        const counts = yield* queue.counts();
+        yield* s.task.cancel();
+        return { deleted, stats, counts, ran: s.ran };
+      },
+      { onEvent: (e) => events.push(e) },
+    );
+    expect(outcome.deleted).toBe(1);
+    const stalled = jobEvents(events, "stalled");
+    expect(stalled).toHaveLength(1);
+    expect(stalled[0]).toMatchObject({ jobId: "held", reason: "lock-lost" });
+    expect((stalled[0]!.error as Error).message).toMatch(
+      /^faults\/held: this process no longer holds the job \(Missing lock for job held\. moveToFinished\)/,
+    );
+    expect(outcome.stats).toMatchObject({ stalled: 1, completed: 0 });
+    expect([...outcome.ran].sort()).toEqual(["held", "held", "next"]);
+    expect(
+      jobEvents(events, "complete")
+        .map((e) => e.jobId)
+        .sort(),
+    ).toEqual(["held", "next"]);
+    expect(outcome.counts).toMatchObject({ completed: 2, active: 0, waiting: 0, deadLettered: 0 });
+  }, 60_000);
+
   it("a job whose lock lapsed comes back to this same process while its first delivery still runs: each delivery ends as its own lock says (the first stalled, lock-lost; the second completed)", async () => {
     const own = (redis = await startRedis());
     const raw = client(own);

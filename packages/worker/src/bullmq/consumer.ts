@@ -19,6 +19,12 @@ export interface Held<T> {
   onCancel: ((reason: string, kind?: "cancelled" | "lost") => void) | null;
   /** A `cancelJob` that came before the delivery started. */
   cancelled: string | null;
+  /**
+   * The job as the take handed it to the worker (null before): the delivery that holds this lock
+   * is the one with this very object. A job whose lock lapsed can come back to this process while
+   * its first delivery still runs; that delivery then holds nothing, though its job's id is held.
+   */
+  view: object | null;
 }
 
 /**
@@ -256,9 +262,10 @@ export class Consumer<T> {
     this.wakeOne();
   }
 
-  /** Ends the tracking of a job that has left this process. */
-  untrack(id: string): void {
-    this.held.delete(id);
+  /** Ends the tracking of a job that has left this process (not of a later hold on the same id). */
+  untrack(h: Held<T>): void {
+    const id = h.job.id ?? "";
+    if (this.held.get(id) === h) this.held.delete(id);
   }
 
   /**
@@ -286,7 +293,7 @@ export class Consumer<T> {
   }
 
   private arrive(job: BullJob<StoredJob<T>>, token: string): void {
-    const h: Held<T> = { job, token, consumer: this, onCancel: null, cancelled: null };
+    const h: Held<T> = { job, token, consumer: this, onCancel: null, cancelled: null, view: null };
     this.held.set(job.id ?? "", h);
     if (this.closing) this.release(h);
     else this.fetched.push(h);
@@ -294,7 +301,7 @@ export class Consumer<T> {
 
   private release(h: Held<T>): void {
     this.putBack++;
-    this.untrack(h.job.id ?? "");
+    this.untrack(h);
     this.releasing.push(h.job.moveToWait(h.token).catch(() => {}));
   }
 

@@ -4,7 +4,7 @@
  * @module
  */
 import { randomUUID } from "node:crypto";
-import { type Operation, until } from "@keel/core";
+import { action, type Operation, until } from "@keel/core";
 import { type Queue as BullQueue, type Worker as BullWorker, UnrecoverableError } from "bullmq";
 import type {
   AddResult,
@@ -35,7 +35,14 @@ export class BullEngine<T> implements QueueEngine<T> {
     private readonly makeWorker: () => BullWorker<StoredJob<T>>,
     /** Where Redis is (for messages), and how long a worker's first take waits for it. */
     private readonly redis: { describe: string; connectTimeoutMs: number },
-  ) {}
+  ) {
+    this.at = `bullmq ${name}: `;
+    this.on = ` on Redis ${redis.describe}`;
+  }
+
+  /** What a wait on Redis says in the task tree: `bullmq <queue>: <call> on Redis <host:port>`. */
+  private readonly at: string;
+  private readonly on: string;
 
   /** The consumer of the worker now running here; made on its first take, gone at its close. */
   private consumer: Consumer<T> | null = null;
@@ -53,7 +60,7 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   add(data: T, o: EngineAddOptions): Operation<AddResult> {
-    return until(this.addJob(data, o));
+    return this.onRedis("add", this.addJob(data, o));
   }
 
   private async addJob(data: T, o: EngineAddOptions): Promise<AddResult> {
@@ -87,9 +94,10 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   /** The job `h` as the worker sees it. */
-  view({ job }: Held<T>): EngineJob<T> {
+  view(h: Held<T>): EngineJob<T> {
+    const { job } = h;
     const d = job.data;
-    return {
+    const view: EngineJob<T> = {
       id: job.id ?? "",
       data: d.payload,
       attempt: d.attempt ?? 1,
@@ -103,21 +111,36 @@ export class BullEngine<T> implements QueueEngine<T> {
         ? new JobStalledOutError(this.name, job.id ?? "", job.stalledCounter || undefined)
         : undefined,
     };
+    h.view = view;
+    return view;
   }
 
-  /** The job as this process holds it; a job it no longer holds (forgotten, its lock lost) is not its to end. */
+  /**
+   * The hold of the delivery given `job`; one that no longer holds it (forgotten, its lock lost,
+   * or delivered again since: its lock lapsed and the job came back here) is not its to end.
+   */
   private held(job: EngineJob<T>): Held<T> {
     const h = this.active.get(job.id);
-    if (!h) throw new JobLockLostError(this.name, job.id, "it is not active in this process");
-    return h;
+    if (h?.view === job) return h;
+    const why = h
+      ? "its lock lapsed, and a later delivery of the job holds it"
+      : "it is not active in this process";
+    throw new JobLockLostError(this.name, job.id, why);
   }
 
-  private finish(job: EngineJob<T>, step: (h: Held<T>) => Promise<unknown>) {
+  /** The hold of the delivery given `job`, if it still holds the job. */
+  private holdOf(job: EngineJob<T>): Held<T> | undefined {
+    const h = this.active.get(job.id);
+    return h?.view === job ? h : undefined;
+  }
+
+  private finish(job: EngineJob<T>, what: string, step: (h: Held<T>) => Promise<unknown>) {
     const h = this.held(job);
-    return until(
+    return this.onRedis(
+      `${what} ${job.id}`,
       step(h).then(
         (next) => {
-          h.consumer.untrack(job.id);
+          h.consumer.untrack(h);
           return h.consumer.handOver(next, h.token);
         },
         (error: unknown) => {
@@ -127,9 +150,25 @@ export class BullEngine<T> implements QueueEngine<T> {
     );
   }
 
+  /**
+   * A wait for `promise`, a call to Redis, that names it in the task tree (`snapshot`, the report
+   * of a shutdown past its budget): `bullmq <queue>: complete <id> on Redis <host:port>`, where
+   * `until` would say `until(promise)`. The description is concatenated, not formatted: V8 keeps it
+   * a rope until a snapshot reads it.
+   */
+  private onRedis<R>(what: string, promise: Promise<R>): Operation<R> {
+    return action<R>(
+      (resolve, reject) => {
+        promise.then(resolve, reject);
+        return noTeardown;
+      },
+      this.at + what + this.on,
+    );
+  }
+
   /** The worker gives up on ending `job`: its lock is no longer extended, and lapses. */
   forget(job: EngineJob<T>): void {
-    this.active.delete(job.id);
+    if (this.holdOf(job)) this.active.delete(job.id);
   }
 
   /** Whether the call that ends a job may fetch the next one for `h`'s consumer. */
@@ -138,11 +177,13 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   complete(job: EngineJob<T>, takingNext = false): Operation<void> {
-    return this.finish(job, (h) => h.job.moveToCompleted(null, h.token, this.fetchNext(h, takingNext)));
+    return this.finish(job, "complete", (h) =>
+      h.job.moveToCompleted(null, h.token, this.fetchNext(h, takingNext)),
+    );
   }
 
   retry(job: EngineJob<T>, f: { delayMs: number; error: unknown; startedAt: number; endedAt: number }) {
-    return this.finish(job, async (h) => {
+    return this.finish(job, "retry", async (h) => {
       // From this delivery's own view, not the job's data: a retry made again after a failed
       // call (the worker's `record`) writes the same record, never a second attempt.
       const record: StoredAttempt = {
@@ -163,7 +204,7 @@ export class BullEngine<T> implements QueueEngine<T> {
     letter: { reason: DeadLetterReason; error: unknown; history: readonly JobAttempt[] },
     takingNext = false,
   ) {
-    return this.finish(job, async (h) => {
+    return this.finish(job, "deadLetter", async (h) => {
       const history = letter.history.map((a) => ({ ...a, error: storedError(a.error) }));
       const deadError = storedError(letter.error);
       await h.job.updateData({ ...h.job.data, deadReason: letter.reason, deadError, history });
@@ -176,12 +217,13 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   release(job: EngineJob<T>): Operation<void> {
-    return this.finish(job, (h) => h.job.moveToWait(h.token));
+    return this.finish(job, "release", (h) => h.job.moveToWait(h.token));
   }
 
   progress(job: EngineJob<T>, value: unknown): Operation<void> {
     const h = this.held(job);
-    return until(
+    return this.onRedis(
+      `progress ${job.id}`,
       h.job.updateProgress(value as number).catch((error: unknown) => {
         // A job gone from Redis (restarted empty) is not this process's: not an outage.
         throw lockLost(this.name, job.id, error) ?? error;
@@ -190,7 +232,8 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   counts(): Operation<EngineCounts> {
-    return until(
+    return this.onRedis(
+      "counts",
       this.queue
         .getJobCounts("wait", "prioritized", "delayed", "active", "completed", "failed")
         .then((c) => ({
@@ -204,7 +247,8 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   deadLetters(): Operation<readonly DeadLetter<T>[]> {
-    return until(
+    return this.onRedis(
+      "deadLetters",
       this.queue.getFailed(0, -1).then((jobs) =>
         jobs.reverse().map((j) => ({
           id: j.id ?? "",
@@ -258,7 +302,7 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   onCancel(job: EngineJob<T>, cancel: ((reason: string, kind?: "cancelled" | "lost") => void) | null): void {
-    const h = this.active.get(job.id);
+    const h = this.holdOf(job);
     if (!h) return;
     if (cancel && h.cancelled !== null) cancel(h.cancelled);
     else h.onCancel = cancel;
@@ -278,7 +322,7 @@ export class BullEngine<T> implements QueueEngine<T> {
       if (this.closing === consumer) this.closing = null;
     };
     closing.then(settled, settled);
-    return until(closing);
+    return this.onRedis("closing the worker", closing);
   }
 
   /** A consumer whose close has not settled (the worker raced it against its cap). */
@@ -303,6 +347,9 @@ export class BullEngine<T> implements QueueEngine<T> {
     return consumer ? consumer.close(true).then(() => undefined) : Promise.resolve();
   }
 }
+
+/** An `action`'s teardown when leaving the wait has nothing to undo (a promise cannot be stopped). */
+const noTeardown = () => {};
 
 /**
  * `take`'s run: a job fetched ahead (by the call that ended the previous one, or for a take that

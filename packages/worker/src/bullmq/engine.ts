@@ -17,12 +17,14 @@ import type {
   JobState,
   QueueEngine,
 } from "../engine.js";
-import { EngineTimeoutError, JobLockLostError } from "../engine-errors.js";
-import { JobStalledOutError, QueueClosedError } from "../errors.js";
+import { JobLockLostError } from "../engine-errors.js";
+import { JobStalledOutError } from "../errors.js";
 import { Bound } from "../op.js";
 import { Consumer, type Held } from "./consumer.js";
+import { lockLost, stateOf } from "./replies.js";
 import { letterOf } from "./stalled.js";
 import { failedError, type StoredAttempt, type StoredJob, storedError } from "./stored.js";
+import { takeJob } from "./take.js";
 
 export class BullEngine<T> implements QueueEngine<T> {
   // Invariant: every job this process holds active is here with the token that locks it (and its
@@ -350,62 +352,3 @@ export class BullEngine<T> implements QueueEngine<T> {
 
 /** An `action`'s teardown when leaving the wait has nothing to undo (a promise cannot be stopped). */
 const noTeardown = () => {};
-
-/**
- * `take`'s run: a job fetched ahead (by the call that ended the previous one, or for a take that
- * gave up) if there is one, else the one the consumer fetches for this take while it waits (the
- * consumer fetches for all the waiting takes at once, see its `pump`). The worker takes only for a
- * free slot, and a fetch starts only for a waiting take with none on its way, so what this process
- * holds stays ≤ concurrency. A take cancelled while it waits leaves its fetch running: its job waits
- * in `fetched` for the next take, or is put back when the consumer closes.
- */
-function* takeJob<T>(
-  engine: BullEngine<T>,
-  boundMs: number | undefined,
-): Generator<unknown, EngineJob<T>, unknown> {
-  const consumer = engine.current();
-  if (consumer.connecting) yield* consumer.connected();
-  for (;;) {
-    if (consumer.closing) throw new QueueClosedError(engine.name, "take");
-    const h = consumer.next();
-    // A job that stalled out comes with `stalledOut`: the worker dead-letters it unrun. One whose
-    // lock lapsed while it waited here is no longer this process's: it is not handed over.
-    if (h && engine.active.get(h.job.id ?? "") === h) return engine.view(h);
-    if (h) continue;
-    try {
-      yield* consumer.arrival(boundMs);
-    } catch (e) {
-      consumer.passOn();
-      throw e;
-    }
-    // Waiting for a job that does not come is not a failure; a fetch Redis does not answer is.
-    if (boundMs !== undefined && consumer.stuckFor(boundMs)) {
-      consumer.passOn();
-      throw new EngineTimeoutError(engine.name, "fetching a job", boundMs);
-    }
-  }
-}
-
-/**
- * BullMQ's errors that say this process no longer holds the job (its record or lock is gone, or it
- * is no longer active: the stalled check moved it), as a `JobLockLostError`; `null` for any other.
- */
-function lockLost(queue: string, id: string, error: unknown): JobLockLostError | null {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (code !== -1 && code !== -2 && code !== -3 && code !== -6) return null;
-  return new JobLockLostError(queue, id, (error as Error).message, { cause: error });
-}
-
-/** A BullMQ job state as the engine's (`failed` is a dead letter; a prioritized job waits). */
-function stateOf(state: string): JobState {
-  switch (state) {
-    case "delayed":
-    case "active":
-    case "completed":
-      return state;
-    case "failed":
-      return "dead-lettered";
-    default:
-      return "waiting";
-  }
-}

@@ -230,7 +230,10 @@ export class SpanTracker {
     if (!scope) return;
     scope.span.setAttribute("keel.job.outcome", e.transition);
     if (e.reason !== undefined) scope.span.setAttribute("keel.job.reason", e.reason);
-    if (scope !== detached) return this.tree.end(e.taskId, scope, error);
+    if (scope !== detached) {
+      this.tree.end(e.taskId, scope, error);
+      return;
+    }
     this.endedJobs.delete(key);
     if (error !== undefined) fail(scope.span, error);
     scope.span.end();

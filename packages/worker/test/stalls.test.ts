@@ -62,10 +62,15 @@ class Fleet {
     return this.all.flatMap((c) => c.stdoutLines());
   }
 
-  /** SIGTERM to the live processes (no restart), resolved with their exits. */
-  stop(): Promise<Exit[]> {
+  /**
+   * SIGTERM to the live processes (no restart), resolved with their exits. Each is first waited
+   * for to be ready (`main` installs its signal handlers): a process restarted a moment ago may
+   * still be starting on a loaded machine, and a SIGTERM then would only show Node's default.
+   */
+  async stop(): Promise<Exit[]> {
     this.stopping = true;
     const live = [...this.live];
+    await Promise.all(live.map((c) => c.waitForLine("ready").catch(() => {})));
     for (const c of live) c.process.kill("SIGTERM");
     return Promise.all(live.map((c) => c.exited));
   }

@@ -1,0 +1,37 @@
+/**
+ * The size guard (issue 15's decision: the 20 KB target is retired, and a guard keeps the size from
+ * growing): the size row's program (`bench/src/size/programs/keel.ts`: run, timeout, retry) bundled
+ * and minified from the sources, against a ceiling. A change that needs more bytes raises the
+ * ceiling here, in its own commit, saying what for; `npm run bench:size` gives the full breakdown.
+ */
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+import { expect, it } from "vitest";
+
+/**
+ * Bytes, minified. 47,284 when the guard was decided (2026-12-03); 47,676 since issue 23 (the
+ * kernel's cleanup cap for shield chains, a Proxy-safe `isCancelled`, bounded descriptions of
+ * poison values).
+ */
+const CEILING_BYTES = 47_700;
+
+const root = fileURLToPath(new URL("../../../", import.meta.url));
+
+it("the size row's program stays within its ceiling, minified", async () => {
+  const result = await build({
+    entryPoints: [`${root}bench/src/size/programs/keel.ts`],
+    absWorkingDir: root,
+    bundle: true,
+    minify: true,
+    format: "esm",
+    platform: "node",
+    target: "node20",
+    write: false,
+    logLevel: "error",
+    alias: { "@keel/core": `${root}packages/core/src/index.ts` },
+  });
+  const bytes = result.outputFiles[0]!.contents.length;
+  expect(bytes, `the size row's program is ${bytes} B minified`).toBeLessThanOrEqual(CEILING_BYTES);
+  // Not a size of nothing: the program's own code is there (a broken bundle would be tiny).
+  expect(bytes).toBeGreaterThan(CEILING_BYTES / 2);
+}, 30_000);

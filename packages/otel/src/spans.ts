@@ -8,10 +8,11 @@
  * @module
  */
 import type { KeelEvent } from "@keel/core";
-import { SpanKind, type TextMapPropagator, type Tracer } from "@opentelemetry/api";
+import { context, ROOT_CONTEXT, SpanKind, type TextMapPropagator, type Tracer } from "@opentelemetry/api";
 import { deadlineLeft, fail, timeoutName } from "./common.js";
-import { HttpSpans } from "./http-spans.js";
+import { HttpSpans, type HttpSpansMode } from "./http-spans.js";
 import type { KeelMetrics } from "./metrics.js";
+import { extractContext, injectContext } from "./propagation.js";
 import { type Attributes, type Scope, SpanTree } from "./span-tree.js";
 
 /** Names Keel gives a task whose function has none: such tasks get no span of their own. */
@@ -25,9 +26,14 @@ export class SpanTracker {
   /** Job spans of cut deliveries whose task has ended, by `queue/id`, until their outcome comes. */
   private readonly endedJobs = new Map<string, Scope>();
 
-  constructor(tracer: Tracer, metrics: KeelMetrics, propagator: TextMapPropagator | null) {
+  constructor(
+    tracer: Tracer,
+    metrics: KeelMetrics,
+    private readonly propagator: TextMapPropagator | null,
+    httpSpans: HttpSpansMode,
+  ) {
     this.tree = new SpanTree(tracer);
-    this.http = new HttpSpans(tracer, metrics, propagator);
+    this.http = new HttpSpans(tracer, metrics, propagator, httpSpans);
   }
 
   handle(e: KeelEvent): void {
@@ -100,9 +106,14 @@ export class SpanTracker {
         this.tree.end(e.taskId, retry, failed ? e.error : undefined);
         return;
       }
-      case "http:request":
-        this.http.request(this.tree.contextFor(e.taskId), e);
+      case "http:request": {
+        const parent = this.tree.contextFor(e.taskId);
+        // undici's own instrumentation makes the client span and writes the headers: it reads the
+        // active context in `dispatch`, so that is where this task's context is made active.
+        if (this.http.stepsAside()) e.dispatchWithin((dispatch) => context.with(parent, dispatch));
+        else this.http.request(parent, e);
         return;
+      }
       case "http:connect":
         this.http.phase(e, "connect");
         return;
@@ -118,6 +129,10 @@ export class SpanTracker {
       case "http:error":
         this.http.error(e, e.error);
         return;
+      case "worker:add":
+        // The adding task's context travels with the job: its deliveries link to it.
+        injectContext(this.tree.contextFor(e.taskId), e.setTrace, this.propagator);
+        return;
       case "worker:job":
         this.job(e);
         return;
@@ -126,12 +141,18 @@ export class SpanTracker {
 
   private start(e: Of<"task:start">): void {
     const named = e.parentId === null || !ANONYMOUS.has(e.name);
-    this.tree.start(e.taskId, e.parentId, named ? e.name : null, {
-      "keel.task.path": e.path,
-      "keel.task.id": e.taskId,
-      "keel.root.id": e.rootId,
-      ...deadlineLeft(e.deadlineLeftMs),
-    });
+    this.tree.start(
+      e.taskId,
+      e.parentId,
+      named ? e.name : null,
+      {
+        "keel.task.path": e.path,
+        "keel.task.id": e.taskId,
+        "keel.root.id": e.rootId,
+        ...deadlineLeft(e.deadlineLeftMs),
+      },
+      e.longLived === true,
+    );
   }
 
   private settle(e: Of<"task:settle">): void {
@@ -220,7 +241,16 @@ export class SpanTracker {
         ...deadlineLeft(e.deadlineLeftMs),
       };
       if (e.attempts !== undefined) attributes["keel.job.attempts"] = e.attempts;
-      this.tree.open(e.taskId, "job", `job ${e.queue}`, key, attributes, { spanKind: SpanKind.CONSUMER });
+      attributes["keel.task.path"] = e.path;
+      // Each delivery is a trace of its own, or a child of the context the job was added under
+      // (linked to it too, as a consumer span is to its producer): never of the worker's tasks.
+      const producer = e.trace ? extractContext(e.trace, this.propagator) : null;
+      this.tree.adopt(e.taskId);
+      this.tree.open(e.taskId, "job", `job ${e.queue}`, key, attributes, {
+        spanKind: SpanKind.CONSUMER,
+        parent: producer?.ctx ?? ROOT_CONTEXT,
+        ...(producer ? { links: [{ context: producer.span }] } : {}),
+      });
       return;
     }
     const failed = e.transition === "retry" || e.transition === "dead-letter" || e.transition === "stalled";
@@ -230,7 +260,10 @@ export class SpanTracker {
     if (!scope) return;
     scope.span.setAttribute("keel.job.outcome", e.transition);
     if (e.reason !== undefined) scope.span.setAttribute("keel.job.reason", e.reason);
-    if (scope !== detached) return this.tree.end(e.taskId, scope, error);
+    if (scope !== detached) {
+      this.tree.end(e.taskId, scope, error);
+      return;
+    }
     this.endedJobs.delete(key);
     if (error !== undefined) fail(scope.span, error);
     scope.span.end();

@@ -2,8 +2,9 @@
  * Spans from Keel's events: one per task that matters, timeout scope, retry and attempt, HTTP
  * request (with its phases, in `http-spans.ts`) and job, parented by the task tree (`span-tree.ts`).
  *
- * A retry's budget timeout and an attempt's own timeout do not get a span of their own: their span
- * is the retry's or the attempt's, which carries `keel.timeout.*`. A scope's end pops everything
+ * A retry's budget timeout, an attempt's own timeout and a delivery's deadline scope do not get a
+ * span of their own: their span is the retry's, the attempt's or the job's, which carries
+ * `keel.timeout.*`. A scope's end pops everything
  * opened inside it that is still open (a retry cut by an enclosing timeout ends with it).
  * @module
  */
@@ -178,11 +179,14 @@ export class SpanTracker {
       ...deadlineLeft(deadlineLeftMs),
     };
     const top = this.tree.top(e.taskId);
+    // The delivery's deadline scope is the first opened in its job's span: the job's span carries
+    // it (one span fewer per job, and the handler's work hangs from the job).
     const merges =
       top !== undefined &&
       top.timeoutId === null &&
       ((top.kind === "attempt" && top.name === scope.label) ||
-        (top.kind === "retry" && top.budgetLabel === scope.label));
+        (top.kind === "retry" && top.budgetLabel === scope.label) ||
+        top.kind === "job");
     if (merges) {
       top.timeoutId = scope.id;
       top.span.setAttributes(attributes);

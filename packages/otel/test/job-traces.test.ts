@@ -49,9 +49,10 @@ describe("@keel/otel: one trace per job", () => {
     for (const job of jobs) {
       expect(parentOf(job)).toBeUndefined();
       expect(job.links).toEqual([]);
-      // The handler's work is in the job's trace, under its deadline scope.
+      // The handler's work is in the job's trace, under the job's span (its deadline merged in).
       const mine = spans.filter((s) => traceOf(s) === traceOf(job)).map((s) => s.name);
-      expect(mine.sort()).toEqual(["job mail", "lookup", "timeout(30000)"]);
+      expect(mine.sort()).toEqual(["job mail", "lookup"]);
+      expect(parentOf(only(spans.filter((s) => traceOf(s) === traceOf(job)), "lookup"))).toBe(idOf(job));
     }
     expect(new Set(jobs.map(traceOf)).size).toBe(3);
   });

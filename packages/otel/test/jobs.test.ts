@@ -75,9 +75,11 @@ async function expectJobTelemetry(queue: string): Promise<void> {
     expect(s.links.map((l) => l.context.spanId)).toEqual([idOf(producer)]);
     const attempt = `${queue}/${s.attributes["keel.job.id"]} attempt ${s.attributes["keel.job.attempt"]}/3`;
     expect(spans.filter((x) => x.name === attempt)).toEqual([]);
-    // The handler runs under the delivery's deadline scope, which hangs from the job's span.
-    const scope = spans.find((x) => x.name === "timeout(10000)" && parentOf(x) === idOf(s));
-    const work = spans.filter((x) => x.name === "lookup" && scope && parentOf(x) === idOf(scope));
+    // The delivery's deadline scope is merged into the job's span; the handler's work hangs from it.
+    expect(s.attributes["keel.timeout.owner"]).toBe("timeout(10000)");
+    expect(s.attributes["keel.timeout.fired"]).toBe(false);
+    expect(spans.filter((x) => x.name === "timeout(10000)")).toEqual([]);
+    const work = spans.filter((x) => x.name === "lookup" && parentOf(x) === idOf(s));
     expect(work, `${attempt}: the handler's lookup under the job's span`).toHaveLength(1);
   }
   const failed = spans.find((s) => s.attributes["keel.job.outcome"] === "dead-letter")!;

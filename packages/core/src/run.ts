@@ -94,6 +94,11 @@ export interface RunOptions {
  * for a bad `cleanupBudgetMs`. Thrown at the call, before anything starts.
  */
 export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
+  return startRoot(op, options, false);
+}
+
+/** @internal `run`'s body; `main` starts its root here as `longLived` (it lives as long as the process). */
+export function startRoot<T>(op: Op<T>, options: RunOptions, longLived: boolean): Task<T> {
   checkOp("run(op)", op);
   const { budget, clock } = checkRootOptions("run", options);
   const task = new TaskImpl(op, {
@@ -103,6 +108,7 @@ export function run<T>(op: Op<T>, options: RunOptions = {}): Task<T> {
     runtime: rootRuntime(options, clock.now()),
     contexts: rootContexts(clock, budget, options.random, options.warnNoDeadline === true),
     deadline: Infinity,
+    longLived,
   });
   task.whenSettled(() => task.reportUnhandledFailure());
   trackRoot(task as TaskImpl<unknown>);

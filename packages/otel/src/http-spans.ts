@@ -2,10 +2,16 @@
  * HTTP client spans: one per attempt (kind `CLIENT`), with a child span per phase, and the request
  * duration metric.
  *
+ * With undici's own OpenTelemetry instrumentation registered (something subscribes to
+ * `undici:request:create`), Keel steps aside (`"auto"`): the instrumentation makes the one client
+ * span, writes the one `traceparent` and records the duration metric; Keel makes it parent that
+ * span where its own would have been (see spans.ts), and records neither.
+ *
  * Invariant: HTTP spans are never parents. They sit in `requests`, found again by root, method and
  * URL, because a response's body may be read by another task than the one that sent the request.
  * @module
  */
+import { channel } from "node:diagnostics_channel";
 import {
   type Context,
   context,
@@ -39,6 +45,12 @@ interface RequestRef {
   readonly taskId: number;
 }
 
+/** Who makes an HTTP request's client span (see `InstrumentOptions.httpClientSpans`). */
+export type HttpSpansMode = "auto" | "keel" | "undici";
+
+/** Where undici publishes each request as it is created (what its instrumentation subscribes to). */
+const undiciCreate = channel("undici:request:create");
+
 export class HttpSpans {
   private readonly requests = new Map<string, Request[]>();
 
@@ -46,7 +58,13 @@ export class HttpSpans {
     private readonly tracer: Tracer,
     private readonly metrics: KeelMetrics,
     private readonly propagator: TextMapPropagator | null,
+    private readonly mode: HttpSpansMode,
   ) {}
+
+  /** Whether undici's instrumentation makes this request's span (asked per request: it may come later). */
+  stepsAside(): boolean {
+    return this.mode === "undici" || (this.mode === "auto" && undiciCreate.hasSubscribers);
+  }
 
   /** An attempt starts under `parent`; its trace context goes into the request's headers. */
   request(

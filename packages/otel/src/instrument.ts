@@ -40,6 +40,16 @@ export interface InstrumentOptions {
    * set, else W3C `traceparent` and `tracestate`.
    */
   readonly propagator?: TextMapPropagator;
+  /**
+   * Who makes the client span of a request sent with `@keel/core/http`, and writes its
+   * `traceparent`: `"auto"` (the default) steps aside for undici's own instrumentation
+   * (`@opentelemetry/instrumentation-undici`) when it is registered (something subscribes to
+   * `undici:request:create` as the request is sent), else Keel does; `"keel"` always Keel (its
+   * client span with a child per phase); `"undici"` always the instrumentation. Keel makes the
+   * instrumentation's span a child of the task that sent the request either way, so there is one
+   * client span and one `traceparent` per attempt.
+   */
+  readonly httpClientSpans?: "auto" | "keel" | "undici";
 }
 
 /** The package's name and version, as OpenTelemetry's instrumentation scope. */
@@ -79,14 +89,18 @@ export function instrument(options: InstrumentOptions = {}): () => void {
     throw new TypeError(
       `instrument(options): expected an object, got ${options === null ? "null" : typeof options}`,
     );
-  const { tracerProvider, meterProvider, propagator } = options;
+  const { tracerProvider, meterProvider, propagator, httpClientSpans = "auto" } = options;
+  if (!["auto", "keel", "undici"].includes(httpClientSpans))
+    throw new TypeError(
+      `instrument({ httpClientSpans }): expected "auto", "keel" or "undici", got ${String(httpClientSpans)}`,
+    );
   check("tracerProvider", tracerProvider, "getTracer");
   check("meterProvider", meterProvider, "getMeter");
   check("propagator", propagator, "inject");
   const tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE, VERSION);
   const meter = (meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE, VERSION);
   const recorder = new KeelMetrics(meter);
-  const spans = new SpanTracker(tracer, recorder, propagator ?? null);
+  const spans = new SpanTracker(tracer, recorder, propagator ?? null, httpClientSpans);
   const onEvent = (message: unknown) => {
     const e = message as KeelEvent;
     try {

@@ -5,9 +5,25 @@
  * last; what the task starts next (a child task, an HTTP request, a scope) is parented by the
  * innermost, else by the task's own span, else by what its parent would parent. Ending a scope
  * ends everything opened inside it that is still open; a task's settle ends all of its own.
+ *
+ * No span stays open for the life of the process (a backend keeps a trace open until its root
+ * ends, and one trace over a deployment's jobs is unreadable): a long-lived task (`main`'s root, a
+ * resource) gets no span, nor do the tasks a resource runs itself (a worker's slots, a lock
+ * extender: they live as long as it). What those start is work, and begins a trace of its own: its
+ * span is pending until something needs it, so that a job's delivery can take the job's context
+ * instead (`adopt`).
  * @module
  */
-import { type Context, context, type Span, SpanKind, type Tracer, trace } from "@opentelemetry/api";
+import {
+  type Context,
+  context,
+  type Link,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  type Tracer,
+  trace,
+} from "@opentelemetry/api";
 import { fail } from "./common.js";
 
 export type Attributes = Record<string, string | number | boolean>;
@@ -27,28 +43,94 @@ export interface Scope {
 }
 
 interface TaskNode {
-  /** The task's own span, or null when it gets none (anonymous). */
-  readonly span: Span | null;
+  /** The task's own span, or null when it gets none (anonymous, long-lived, pending). */
+  span: Span | null;
   /** The context the task's own span (or, without one, its children) hang from. */
-  readonly ctx: Context;
+  ctx: Context;
   readonly stack: Scope[];
+  /**
+   * `process`: `main`'s root (no span; its children are work, as under any root); `resource`: a
+   * resource's task (no span, its own tasks are machinery); `machinery`: a resource's own task (no
+   * span; what it starts is work, with a trace of its own).
+   */
+  readonly role: "work" | "process" | "resource" | "machinery";
+  /** A span not started yet (work under machinery), started with its start time when first needed. */
+  pending: { name: string; attributes: Attributes; startTime: number } | null;
 }
+
+/** Now as epoch milliseconds, sub-millisecond (a pending span's start time). */
+const epochNow = () => performance.timeOrigin + performance.now();
 
 export class SpanTree {
   private readonly tasks = new Map<number, TaskNode>();
 
   constructor(private readonly tracer: Tracer) {}
 
-  /** A task started: with a span named `name`, or none (`name` null), under `parentId`'s innermost. */
-  start(taskId: number, parentId: number | null, name: string | null, attributes: Attributes): void {
-    // A root's start is published inside `run()`'s call: `context.active()` is the caller's.
+  /**
+   * A task started: with a span named `name`, or none (`name` null), under `parentId`'s innermost;
+   * none for a long-lived one (see the module's comment).
+   */
+  start(
+    taskId: number,
+    parentId: number | null,
+    name: string | null,
+    attributes: Attributes,
+    longLived: boolean,
+  ): void {
+    const parent = parentId === null ? undefined : this.tasks.get(parentId);
+    // A root's start is published inside `run()`'s call: `context.active()` is the caller's. A
+    // long-lived root (`main`'s) hands that on to its children; a resource hands on nothing.
+    if (longLived) {
+      const [ctx, role] =
+        parentId === null ? [context.active(), "process" as const] : [ROOT_CONTEXT, "resource" as const];
+      this.tasks.set(taskId, { span: null, ctx, stack: [], role, pending: null });
+      return;
+    }
+    if (parent?.role === "resource") {
+      this.tasks.set(taskId, { span: null, ctx: ROOT_CONTEXT, stack: [], role: "machinery", pending: null });
+      return;
+    }
     const parentCtx = parentId === null ? context.active() : this.contextFor(parentId);
     if (name === null) {
-      this.tasks.set(taskId, { span: null, ctx: parentCtx, stack: [] });
+      this.tasks.set(taskId, { span: null, ctx: parentCtx, stack: [], role: "work", pending: null });
+      return;
+    }
+    if (parent?.role === "machinery") {
+      const pending = { name, attributes, startTime: epochNow() };
+      this.tasks.set(taskId, { span: null, ctx: ROOT_CONTEXT, stack: [], role: "work", pending });
       return;
     }
     const span = this.tracer.startSpan(name, { attributes }, parentCtx);
-    this.tasks.set(taskId, { span, ctx: trace.setSpan(parentCtx, span), stack: [] });
+    this.tasks.set(taskId, {
+      span,
+      ctx: trace.setSpan(parentCtx, span),
+      stack: [],
+      role: "work",
+      pending: null,
+    });
+  }
+
+  /**
+   * The task is a job's delivery: it gets no span of its own (a pending one is dropped), the job's
+   * span opened next (`open` with its `parent`) stands for it.
+   */
+  adopt(taskId: number): void {
+    const node = this.tasks.get(taskId);
+    if (node) node.pending = null;
+  }
+
+  /** Starts the pending span of `node`, if it has one. */
+  private materialize(node: TaskNode): void {
+    const p = node.pending;
+    if (!p) return;
+    node.pending = null;
+    const span = this.tracer.startSpan(
+      p.name,
+      { attributes: p.attributes, startTime: p.startTime },
+      node.ctx,
+    );
+    node.span = span;
+    node.ctx = trace.setSpan(node.ctx, span);
   }
 
   /** A task settled: its scope spans end; its own span (if any) is returned to be finished. */
@@ -56,6 +138,7 @@ export class SpanTree {
     const node = this.tasks.get(taskId);
     if (!node) return null;
     this.tasks.delete(taskId);
+    this.materialize(node);
     for (let i = node.stack.length - 1; i >= 0; i--) node.stack[i]!.span.end();
     return node.span;
   }
@@ -75,13 +158,17 @@ export class SpanTree {
 
   /** The task's own span, if it has one. */
   taskSpan(taskId: number): Span | null {
-    return this.tasks.get(taskId)?.span ?? null;
+    const node = this.tasks.get(taskId);
+    if (!node) return null;
+    this.materialize(node);
+    return node.span;
   }
 
   /** What a task's next child (or request, or scope) is parented by. */
   contextFor(taskId: number): Context {
     const node = this.tasks.get(taskId);
     if (!node) return context.active();
+    this.materialize(node);
     return node.stack.length > 0 ? node.stack[node.stack.length - 1]!.ctx : node.ctx;
   }
 
@@ -97,13 +184,14 @@ export class SpanTree {
     name: string,
     key: string,
     attributes: Attributes,
-    options: { spanKind?: SpanKind; budgetLabel?: string } = {},
+    options: { spanKind?: SpanKind; budgetLabel?: string; parent?: Context; links?: Link[] } = {},
   ): void {
     const node = this.tasks.get(taskId);
     if (!node) return;
-    const parent = this.contextFor(taskId);
+    const parent = options.parent ?? this.contextFor(taskId);
     const kindOfSpan = options.spanKind ?? SpanKind.INTERNAL;
-    const span = this.tracer.startSpan(name, { kind: kindOfSpan, attributes }, parent);
+    const spanOptions = { kind: kindOfSpan, attributes, ...(options.links ? { links: options.links } : {}) };
+    const span = this.tracer.startSpan(name, spanOptions, parent);
     node.stack.push({
       kind,
       span,

@@ -2,16 +2,18 @@
  * Spans from Keel's events: one per task that matters, timeout scope, retry and attempt, HTTP
  * request (with its phases, in `http-spans.ts`) and job, parented by the task tree (`span-tree.ts`).
  *
- * A retry's budget timeout and an attempt's own timeout do not get a span of their own: their span
- * is the retry's or the attempt's, which carries `keel.timeout.*`. A scope's end pops everything
+ * A retry's budget timeout, an attempt's own timeout and a delivery's deadline scope do not get a
+ * span of their own: their span is the retry's, the attempt's or the job's, which carries
+ * `keel.timeout.*`. A scope's end pops everything
  * opened inside it that is still open (a retry cut by an enclosing timeout ends with it).
  * @module
  */
 import type { KeelEvent } from "@keel/core";
-import { SpanKind, type TextMapPropagator, type Tracer } from "@opentelemetry/api";
+import { context, ROOT_CONTEXT, SpanKind, type TextMapPropagator, type Tracer } from "@opentelemetry/api";
 import { deadlineLeft, fail, timeoutName } from "./common.js";
-import { HttpSpans } from "./http-spans.js";
+import { HttpSpans, type HttpSpansMode } from "./http-spans.js";
 import type { KeelMetrics } from "./metrics.js";
+import { extractContext, injectContext } from "./propagation.js";
 import { type Attributes, type Scope, SpanTree } from "./span-tree.js";
 
 /** Names Keel gives a task whose function has none: such tasks get no span of their own. */
@@ -25,9 +27,14 @@ export class SpanTracker {
   /** Job spans of cut deliveries whose task has ended, by `queue/id`, until their outcome comes. */
   private readonly endedJobs = new Map<string, Scope>();
 
-  constructor(tracer: Tracer, metrics: KeelMetrics, propagator: TextMapPropagator | null) {
+  constructor(
+    tracer: Tracer,
+    metrics: KeelMetrics,
+    private readonly propagator: TextMapPropagator | null,
+    httpSpans: HttpSpansMode,
+  ) {
     this.tree = new SpanTree(tracer);
-    this.http = new HttpSpans(tracer, metrics, propagator);
+    this.http = new HttpSpans(tracer, metrics, propagator, httpSpans);
   }
 
   handle(e: KeelEvent): void {
@@ -100,9 +107,14 @@ export class SpanTracker {
         this.tree.end(e.taskId, retry, failed ? e.error : undefined);
         return;
       }
-      case "http:request":
-        this.http.request(this.tree.contextFor(e.taskId), e);
+      case "http:request": {
+        const parent = this.tree.contextFor(e.taskId);
+        // undici's own instrumentation makes the client span and writes the headers: it reads the
+        // active context in `dispatch`, so that is where this task's context is made active.
+        if (this.http.stepsAside()) e.dispatchWithin((dispatch) => context.with(parent, dispatch));
+        else this.http.request(parent, e);
         return;
+      }
       case "http:connect":
         this.http.phase(e, "connect");
         return;
@@ -118,6 +130,10 @@ export class SpanTracker {
       case "http:error":
         this.http.error(e, e.error);
         return;
+      case "worker:add":
+        // The adding task's context travels with the job: its deliveries link to it.
+        injectContext(this.tree.contextFor(e.taskId), e.setTrace, this.propagator);
+        return;
       case "worker:job":
         this.job(e);
         return;
@@ -126,12 +142,18 @@ export class SpanTracker {
 
   private start(e: Of<"task:start">): void {
     const named = e.parentId === null || !ANONYMOUS.has(e.name);
-    this.tree.start(e.taskId, e.parentId, named ? e.name : null, {
-      "keel.task.path": e.path,
-      "keel.task.id": e.taskId,
-      "keel.root.id": e.rootId,
-      ...deadlineLeft(e.deadlineLeftMs),
-    });
+    this.tree.start(
+      e.taskId,
+      e.parentId,
+      named ? e.name : null,
+      {
+        "keel.task.path": e.path,
+        "keel.task.id": e.taskId,
+        "keel.root.id": e.rootId,
+        ...deadlineLeft(e.deadlineLeftMs),
+      },
+      e.longLived === true,
+    );
   }
 
   private settle(e: Of<"task:settle">): void {
@@ -157,11 +179,14 @@ export class SpanTracker {
       ...deadlineLeft(deadlineLeftMs),
     };
     const top = this.tree.top(e.taskId);
+    // The delivery's deadline scope is the first opened in its job's span: the job's span carries
+    // it (one span fewer per job, and the handler's work hangs from the job).
     const merges =
       top !== undefined &&
       top.timeoutId === null &&
       ((top.kind === "attempt" && top.name === scope.label) ||
-        (top.kind === "retry" && top.budgetLabel === scope.label));
+        (top.kind === "retry" && top.budgetLabel === scope.label) ||
+        top.kind === "job");
     if (merges) {
       top.timeoutId = scope.id;
       top.span.setAttributes(attributes);
@@ -220,7 +245,16 @@ export class SpanTracker {
         ...deadlineLeft(e.deadlineLeftMs),
       };
       if (e.attempts !== undefined) attributes["keel.job.attempts"] = e.attempts;
-      this.tree.open(e.taskId, "job", `job ${e.queue}`, key, attributes, { spanKind: SpanKind.CONSUMER });
+      attributes["keel.task.path"] = e.path;
+      // Each delivery is a trace of its own, or a child of the context the job was added under
+      // (linked to it too, as a consumer span is to its producer): never of the worker's tasks.
+      const producer = e.trace ? extractContext(e.trace, this.propagator) : null;
+      this.tree.adopt(e.taskId);
+      this.tree.open(e.taskId, "job", `job ${e.queue}`, key, attributes, {
+        spanKind: SpanKind.CONSUMER,
+        parent: producer?.ctx ?? ROOT_CONTEXT,
+        ...(producer ? { links: [{ context: producer.span }] } : {}),
+      });
       return;
     }
     const failed = e.transition === "retry" || e.transition === "dead-letter" || e.transition === "stalled";

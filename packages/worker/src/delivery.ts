@@ -71,6 +71,7 @@ export function* deliver<T>(
         transition: "start",
         attempts,
         deadlineLeftMs: Math.max(0, until - startedAt),
+        ...(job.trace ? { trace: job.trace } : {}),
       });
     // From here a cut cancels this task: it is delivered in the handler (or at the watchdog's spawn).
     d.running = true;

@@ -66,6 +66,11 @@ export interface EngineJob<T> {
    * this error, without running it.
    */
   readonly stalledOut?: unknown;
+  /**
+   * The trace context the job was added with (`EngineAddOptions.trace`, or what a plain BullMQ
+   * producer stored in its telemetry), when it has one; opaque to the worker, which passes it on.
+   */
+  readonly trace?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -88,6 +93,12 @@ export interface EngineAddOptions {
   readonly priority: number;
   /** The job is not delivered before `now + delayMs`. */
   readonly delayMs: number;
+  /**
+   * Trace context to store with the job and hand back on every delivery (`EngineJob.trace`): W3C
+   * `traceparent` and `tracestate`, as a tracer wrote them at `add` (see `worker:add`). Opaque
+   * strings; absent when nobody traces.
+   */
+  readonly trace?: Readonly<Record<string, string>>;
 }
 
 /**

@@ -36,6 +36,8 @@ interface Rec<T> {
   /** Order of becoming due, for FIFO within a priority. */
   seq: number;
   progress: unknown;
+  /** The trace context it was added with (see `EngineAddOptions.trace`). */
+  readonly trace: Readonly<Record<string, string>> | undefined;
 }
 
 const byDue = <T>(a: Rec<T>, b: Rec<T>) => a.readyAt - b.readyAt || a.seq - b.seq;
@@ -114,6 +116,7 @@ export class MemoryEngine<T> implements QueueEngine<T> {
       readyAt: at + options.delayMs,
       seq: 0,
       progress: undefined,
+      trace: options.trace,
     };
     this.jobs.set(id, rec);
     this.enqueue(rec);
@@ -189,9 +192,10 @@ export class MemoryEngine<T> implements QueueEngine<T> {
     rec.state = "active";
     this.active++;
     this.changes.notify();
-    const { id, data, attempt, attempts, deadlineAt, priority, addedAt } = rec;
+    const { id, data, attempt, attempts, deadlineAt, priority, addedAt, trace } = rec;
     const history = rec.history.length === 0 ? NO_HISTORY : rec.history.slice();
-    return { id, data, attempt, attempts, deadlineAt, priority, addedAt, history };
+    const job = { id, data, attempt, attempts, deadlineAt, priority, addedAt, history };
+    return trace ? { ...job, trace } : job;
   }
 
   idle(): Operation<void> {

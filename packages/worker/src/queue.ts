@@ -3,7 +3,7 @@
  * checks and normalizes its options here, once, before any engine sees them.
  * @module
  */
-import { now, type Operation } from "@keel/core";
+import { emitEvent, eventsWanted, now, type Operation } from "@keel/core";
 import { checkKeys, checkMs, checkObject, checkWhole, invalidRange, invalidType } from "./checks.js";
 import type { AddResult, DeadLetter, EngineCounts, QueueEngine } from "./engine.js";
 import { Bound } from "./op.js";
@@ -104,7 +104,10 @@ export function queueOver<T>(engine: QueueEngine<T>): Queue<T> {
   };
 }
 
-/** `add`'s run: the deadline from `ttlMs` counts from now, on the runtime's clock. */
+/**
+ * `add`'s run: the deadline from `ttlMs` counts from now, on the runtime's clock; a tracer listening
+ * (`worker:add`) stores the adding task's trace context with the job.
+ */
 function* addWithDeadline<T>(
   engine: QueueEngine<T>,
   data: T,
@@ -112,11 +115,36 @@ function* addWithDeadline<T>(
 ): Generator<unknown, AddResult, unknown> {
   const at = yield* now();
   const deadlineAt = options.deadlineAt ?? (options.ttlMs === undefined ? Infinity : at + options.ttlMs);
+  const trace = (yield* eventsWanted()) ? yield* traceOfAdd(engine.name, options.id) : undefined;
   return yield* engine.add(data, {
     id: options.id,
     deadlineAt,
     attempts: options.attempts,
     priority: options.priority ?? 0,
     delayMs: options.delayMs ?? 0,
+    ...(trace ? { trace } : {}),
   });
+}
+
+/** What `worker:add`'s listeners stored with `setTrace` (undefined when nothing). */
+function* traceOfAdd(
+  queue: string,
+  jobId: string | undefined,
+): Generator<unknown, Record<string, string> | undefined, unknown> {
+  let trace: Record<string, string> | undefined;
+  let open = true;
+  const setTrace = (name: string, value: string): void => {
+    if (typeof name !== "string" || typeof value !== "string")
+      throw invalidType(
+        "worker:add event's setTrace(name, value)",
+        "two strings",
+        typeof name === "string" ? value : name,
+      );
+    if (!open)
+      throw new RangeError(`worker:add event's setTrace(${name}): only while the event is delivered`);
+    (trace ??= {})[name] = value;
+  };
+  yield* emitEvent({ type: "worker:add", queue, ...(jobId === undefined ? {} : { jobId }), setTrace });
+  open = false;
+  return trace;
 }

@@ -30,19 +30,21 @@ export function start(this: Exchange): void {
   this.plan.connections.waitStart(holdKey);
   const releaseDispatchHold = clock.hold?.(`${method} ${path}: dispatching`, holdKey);
   if (releaseDispatchHold) afterTurns(DISPATCH_HOLD_TURNS, releaseDispatchHold);
-  agent.dispatch(
-    {
-      origin,
-      path,
-      method,
-      headers: this.headersSent,
-      body,
-      reset: !keepAlive,
-      headersTimeout: 0,
-      bodyTimeout: 0,
-    },
-    this as unknown as Dispatcher.DispatchHandler,
-  );
+  const request = {
+    origin,
+    path,
+    method,
+    headers: this.headersSent,
+    body,
+    reset: !keepAlive,
+    headersTimeout: 0,
+    bodyTimeout: 0,
+  };
+  const handler = this as unknown as Dispatcher.DispatchHandler;
+  // Inside an observer's scope when one asked (see `dispatchScope`): undici publishes the request's
+  // creation synchronously in `dispatch`, to subscribers that read the async context there.
+  if (this.dispatchScope) this.dispatchScope(() => agent.dispatch(request, handler));
+  else agent.dispatch(request, handler);
 }
 
 /**

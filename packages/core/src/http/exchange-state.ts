@@ -30,6 +30,11 @@ export interface Exchange extends Suspension<void>, AttemptTimer {
   readonly plan: RequestPlan;
   /** Replaced (never mutated: it may be the plan's) by an `http:request` listener's `setHeader`. */
   headersSent: Record<string, string>;
+  /**
+   * What the dispatch runs inside, set by an `http:request` listener's `dispatchWithin` (an
+   * observer's async context: undici's own instrumentation reads it), else null.
+   */
+  dispatchScope: ((dispatch: () => void) => void) | null;
   stage: ExchangeStage;
   /** Set once the request was handed to a connected socket: from then on it may have reached the server. */
   written: boolean;

@@ -45,6 +45,7 @@ export function createExchange(
     description: "",
     plan,
     headersSent,
+    dispatchScope: null,
     stage: "connecting",
     written: false,
     status: 0,

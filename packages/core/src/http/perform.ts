@@ -286,7 +286,16 @@ function emitRequest(task: TaskImpl<unknown>, ex: Exchange, totalDeadline: numbe
       );
     ex.headersSent = { ...ex.headersSent, [name.toLowerCase()]: value };
   };
-  task.emit({ type: "http:request", method, url: href, setHeader, deadlineLeftMs });
+  const dispatchWithin = (scope: (dispatch: () => void) => void): void => {
+    if (typeof scope !== "function")
+      throw invalidType("http:request event's dispatchWithin(scope)", "a function", scope);
+    if (!open)
+      throw new RangeError(
+        "http:request event's dispatchWithin(scope): only while the event is delivered, before the request is sent",
+      );
+    ex.dispatchScope = scope;
+  };
+  task.emit({ type: "http:request", method, url: href, setHeader, dispatchWithin, deadlineLeftMs });
   open = false;
 }
 

@@ -40,6 +40,7 @@ const childInit: { -readonly [K in keyof TaskInit]-?: TaskInit[K] } = {
   deadline: Infinity,
   shielded: false,
   resource: false,
+  longLived: false,
 };
 
 /**

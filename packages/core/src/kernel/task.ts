@@ -199,6 +199,8 @@ export interface TaskInit {
   readonly shielded?: boolean;
   /** A resource's task: cancelled only when its owning scope exits, never with the region. */
   readonly resource?: boolean;
+  /** A root that lives as long as the process (`main`'s): reported as `longLived` on `task:start`. */
+  readonly longLived?: boolean;
 }
 
 export class TaskImpl<T> extends CancellableTask implements Task<T> {
@@ -244,13 +246,13 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.rootContexts = init.contexts;
     if (init.parent === null) this.runtime.rootId = this.id;
     // Task starts and settles are the hot path: build their events only for a listener.
-    if (this.runtime.listening)
-      this.emit({
-        type: "task:start",
-        name: this.name,
-        parentId: this.parent?.id ?? null,
-        deadlineLeftMs: Math.max(0, init.deadline - this.startedAt),
-      });
+    if (this.runtime.listening) {
+      const deadlineLeftMs = Math.max(0, init.deadline - this.startedAt);
+      const parentId = this.parent?.id ?? null;
+      if (init.resource || init.longLived)
+        this.emit({ type: "task:start", name: this.name, parentId, deadlineLeftMs, longLived: true });
+      else this.emit({ type: "task:start", name: this.name, parentId, deadlineLeftMs });
+    }
   }
 
   protected get rootContextValues(): ContextValues {

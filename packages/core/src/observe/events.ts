@@ -36,6 +36,11 @@ export type KeelEvent =
       readonly parentId: number | null;
       /** What was left of the deadline the task inherited, at its start (`Infinity` when none). */
       readonly deadlineLeftMs: number;
+      /**
+       * Present (true) for a task that lives as long as its scope rather than for one piece of
+       * work: a resource's task, and `main`'s root (the process). Tracers give it no span of its own.
+       */
+      readonly longLived?: true;
     })
   | (Base & {
       readonly type: "task:settle";
@@ -157,6 +162,13 @@ export type KeelEvent =
        * which is before the request is sent (as undici's `undici:request:create` `addHeader`).
        */
       readonly setHeader: (name: string, value: string) => void;
+      /**
+       * Runs the request's dispatch inside `scope` (which must call its argument once, at once):
+       * for an observer whose async context other subscribers of undici's `undici:request:create`
+       * read (OpenTelemetry's active context, for its undici instrumentation). Callable only while
+       * the event is delivered; the last call wins.
+       */
+      readonly dispatchWithin: (scope: (dispatch: () => void) => void) => void;
     })
   | (Base & {
       readonly type: "http:error";
@@ -236,6 +248,11 @@ export type KeelEvent =
        * own recovery ends it (a call that lands late) or redelivers it (BullMQ's stalled check).
        */
       readonly transition: "start" | "complete" | "retry" | "dead-letter" | "release" | "stalled";
+      /**
+       * For `start`: the trace context the job was added with (`traceparent`, `tracestate`), when it
+       * carries one: written by `worker:add`'s `setTrace`, or by a plain BullMQ producer's telemetry.
+       */
+      readonly trace?: Readonly<Record<string, string>>;
       /** For `start`: the most attempts the job may have (N in "attempt k of N"). */
       readonly attempts?: number;
       /** For `start`: what is left of the attempt's deadline (the job's, or the worker's `timeoutMs`). */
@@ -248,6 +265,16 @@ export type KeelEvent =
       readonly delayMs?: number;
       readonly durationMs?: number;
       readonly error?: unknown;
+    })
+  // A job is being added (`queue.add`), in the adding task: `setTrace` stores a trace context with
+  // the job (as `http:request`'s `setHeader` adds a header), which its deliveries carry on `start`.
+  | (Base & {
+      readonly type: "worker:add";
+      readonly queue: string;
+      /** The job's id when the caller gave one. */
+      readonly jobId?: string;
+      /** Stores a field of trace context with the job; callable only while the event is delivered. */
+      readonly setTrace: (name: string, value: string) => void;
     })
   // The worker's engine stopped answering (`down`: a call failed or timed out; the worker stops
   // taking) or answers again (`up`); a warning by default.

@@ -101,6 +101,7 @@ const DEBUG_EVENTS: ReadonlySet<KeelEventType> = new Set<KeelEventType>([
   "http:headers",
   "http:body",
   "shield:delay",
+  "worker:add",
 ]);
 
 /** The level of an event's record. */

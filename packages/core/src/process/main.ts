@@ -13,7 +13,7 @@ import type { KeelEvent } from "../observe/events.js";
 import { formatTaskTree } from "../observe/format-tree.js";
 import { deliver, isoTime, type KeelLogger, type LogEvents, type LogLevel } from "../observe/logger.js";
 import { snapshot } from "../observe/snapshot.js";
-import { checkRootOptions, run } from "../run.js";
+import { checkRootOptions, startRoot } from "../run.js";
 import { openInspectSocket } from "./inspect-server.js";
 
 /**
@@ -144,15 +144,19 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
         "and start other work under it (spawn), or beside it with run()",
     );
   }
-  const task = run(op, {
-    name: name ?? nameOf(op, "main"),
-    cleanupBudgetMs,
-    ...(onEvent ? { onEvent } : {}),
-    ...(clock ? { clock } : {}),
-    ...(logger ? { logger } : {}),
-    ...(logEvents !== undefined ? { logEvents } : {}),
-    ...(warnNoDeadline !== undefined ? { warnNoDeadline } : {}),
-  }) as TaskImpl<T>;
+  const task = startRoot(
+    op,
+    {
+      name: name ?? nameOf(op, "main"),
+      cleanupBudgetMs,
+      ...(onEvent ? { onEvent } : {}),
+      ...(clock ? { clock } : {}),
+      ...(logger ? { logger } : {}),
+      ...(logEvents !== undefined ? { logEvents } : {}),
+      ...(warnNoDeadline !== undefined ? { warnNoDeadline } : {}),
+    },
+    true,
+  ) as TaskImpl<T>;
   // main reports the root's failure itself (printed, exit code 1).
   task.markHandled();
   const origin = task.clock.now();

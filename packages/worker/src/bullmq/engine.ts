@@ -25,6 +25,7 @@ import { lockLost, stateOf } from "./replies.js";
 import { letterOf } from "./stalled.js";
 import { failedError, type StoredAttempt, type StoredJob, storedError } from "./stored.js";
 import { takeJob } from "./take.js";
+import { readTrace, type TelemetryOptions, writeTrace } from "./trace.js";
 
 export class BullEngine<T> implements QueueEngine<T> {
   // Invariant: every job this process holds active is here with the token that locks it (and its
@@ -70,7 +71,10 @@ export class BullEngine<T> implements QueueEngine<T> {
     const stored: StoredJob<T> = { payload: data };
     if (o.attempts !== undefined) stored.attempts = o.attempts;
     if (o.deadlineAt !== Infinity) stored.deadlineAt = o.deadlineAt;
-    const options: { jobId?: string; delay?: number; priority?: number } = {};
+    const options = writeTrace<{ jobId?: string; delay?: number; priority?: number } & TelemetryOptions>(
+      {},
+      o.trace,
+    );
     if (o.delayMs > 0) options.delay = o.delayMs;
     if (o.priority > 0) options.priority = o.priority;
     const fresh: JobState = o.delayMs > 0 ? "delayed" : "waiting";
@@ -112,6 +116,7 @@ export class BullEngine<T> implements QueueEngine<T> {
       stalledOut: job.deferredFailure
         ? new JobStalledOutError(this.name, job.id ?? "", job.stalledCounter || undefined)
         : undefined,
+      trace: readTrace(job.opts),
     };
     h.view = view;
     return view;

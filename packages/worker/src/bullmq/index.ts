@@ -9,7 +9,7 @@ import { checkKeys, checkObject, checkWhole, invalidType } from "../checks.js";
 import { type Queue, queueOver } from "../queue.js";
 import { describeRedis, lastErrorOf, whenReady } from "./connect.js";
 import { BullEngine } from "./engine.js";
-import type { StoredJob } from "./stored.js";
+import { clientOf } from "./internals.js";
 
 export { isRedisUnavailableError, RedisUnavailableError } from "./connect.js";
 
@@ -114,14 +114,14 @@ export function useBullQueue<T>(options: {
   const redis = { describe: describeRedis(options.connection), connectTimeoutMs };
   return resource<BullQueueHandle<T>>(
     function* bullQueue(provide) {
-      const queue = new BullQueue<StoredJob<T>>(name, { connection, prefix });
+      const queue = new BullQueue<T, unknown, string, T, unknown, string>(name, { connection, prefix });
       const lastError = lastErrorOf(queue);
       const engine = new BullEngine<T>(
         name,
         queue,
         // drainDelay: a blocking fetch returns within 1 s, so a closing consumer is not held 5 s.
         () =>
-          new BullWorker<StoredJob<T>>(name, null, {
+          new BullWorker<T>(name, null, {
             connection,
             prefix,
             autorun: false,
@@ -136,7 +136,7 @@ export function useBullQueue<T>(options: {
       let client: { readonly status: string } | null = null;
       try {
         yield* whenReady(queue, `useBullQueue(${name})`, redis.describe, connectTimeoutMs, lastError);
-        client = yield* until(queue.backend.client);
+        client = (yield* until(clientOf(queue))) as unknown as { readonly status: string };
         yield* spawn(function* extendLocks() {
           for (;;) {
             yield* sleep(lockMs / 2);

@@ -43,6 +43,14 @@ function* ended(bull: BullQueue, n: number): Generator<unknown, void, unknown> {
 /** A failure Keel retries by default (a transient one). */
 const transient = () => Object.assign(new Error("upstream 503"), { code: "ECONNRESET" });
 
+describe("the BullMQ under test", () => {
+  it("is the major it was given (KEEL_EXPECT_BULLMQ, scripts/bullmq5.sh), else the repository's 6", () => {
+    // BullMQ 6 moved a queue's Redis calls to a backend (`getBackend`); 5 has none.
+    const major = typeof (BullQueue.prototype as { getBackend?: unknown }).getBackend === "function" ? 6 : 5;
+    expect(major).toBe(Number((process.env.KEEL_EXPECT_BULLMQ ?? "6").split(".")[0]));
+  });
+});
+
 describe.skipIf(!redisUp)("BullMQ-native jobs (real Redis)", () => {
   it("a plain BullMQ producer's job runs with its data, attempts, delay and priority", async () => {
     const r = await withBoth(function* (keel, bull) {
@@ -67,10 +75,17 @@ describe.skipIf(!redisUp)("BullMQ-native jobs (real Redis)", () => {
       const p1 = (yield* until(bull.getJob("p1"))) as Job;
       return { seen, addedAt, p1, p1State: yield* until(p1.getState()) };
     });
-    // p3 (priority 5) after the unprioritized p1; p2 only once its delay passed.
-    expect(r.seen.map((s) => s.id)).toEqual(["p1", "p3", "p1", "p2"]);
-    expect(r.seen[0]).toMatchObject({ data: { to: "a@example.com" }, attempt: 1 });
-    expect(r.seen[2]).toMatchObject({ data: { to: "a@example.com" }, attempt: 2 });
+    // p3 (priority 5) after the unprioritized p1; p2 last, once its delay passed (p1's retry, 20 ms
+    // after its failure, may come before or after p3).
+    const ids = r.seen.map((s) => s.id);
+    expect(ids[0]).toBe("p1");
+    expect(ids.slice(1, 3).sort()).toEqual(["p1", "p3"]);
+    expect(ids[3]).toBe("p2");
+    const p1 = r.seen.filter((s) => s.id === "p1");
+    expect(p1).toMatchObject([
+      { data: { to: "a@example.com" }, attempt: 1 },
+      { data: { to: "a@example.com" }, attempt: 2 },
+    ]);
     expect(r.seen[3]!.at - r.addedAt).toBeGreaterThanOrEqual(400);
     expect(r.p1State).toBe("completed");
     expect(r.p1.returnvalue).toEqual({ sent: "p1" });

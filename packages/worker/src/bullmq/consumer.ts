@@ -42,6 +42,12 @@ interface Internals<T> {
   createJob(data: unknown, id: string): BullJob<T>;
   updateDelays(limitDelayMs?: number, delayUntil?: number): void;
   nextJobFromJobData(data?: unknown, id?: string, token?: string): Promise<BullJob<T> | undefined>;
+  /**
+   * BullMQ 5's fetch without its own failing of a job that stalled out (5's `getNextJob` fails such
+   * a job itself, so the worker would never see it, count it or sink it); 6 has none, and its
+   * `getNextJob` hands such a job over.
+   */
+  getTracedNextJob?(token: string, opts: { block: boolean }): Promise<BullJob<T> | undefined>;
 }
 
 /** BullMQ's `drainDelay` for the engine's workers (`index.ts`): an empty queue's blocking fetch returns after it. */
@@ -198,7 +204,7 @@ export class Consumer<T> {
       : this.internals.blockUntil > now
         ? Math.min(this.internals.blockUntil - now, MAX_BLOCK_MS)
         : DRAIN_DELAY_MS;
-    const fetch: Promise<void> = this.worker.getNextJob(token, { block }).then(
+    const fetch: Promise<void> = this.fetchJob(token, block).then(
       (job) => {
         this.fetches.delete(fetch);
         this.dueAt.delete(fetch);
@@ -217,6 +223,14 @@ export class Consumer<T> {
     );
     this.fetches.add(fetch);
     this.dueAt.set(fetch, now + blockMs);
+  }
+
+  /** One fetch: BullMQ 5's without its failing of stalled-out jobs, or 6's `getNextJob`. */
+  private fetchJob(token: string, block: boolean): Promise<BullJob<T> | undefined> {
+    const { internals } = this;
+    return typeof internals.getTracedNextJob === "function"
+      ? internals.getTracedNextJob(token, { block })
+      : this.worker.getNextJob(token, { block });
   }
 
   /**

@@ -93,7 +93,7 @@ export function* deliver<T>(
       // says so, as for an HTTP call bounded only by the client's default total).
       if (job.deadlineAt === Infinity)
         yield* emitEvent({ type: "deadline:missing", call: "job", label: d.task?.name ?? job.id });
-      yield* underDeadline(pool, view, until);
+      d.value = yield* underDeadline(pool, view, until);
     } catch (error) {
       d.running = false;
       if (onCancel) engine.onCancel?.(job, null);

@@ -254,7 +254,7 @@ export interface EngineCounts {
  *   const job = yield* engine.take();
  *   yield* engine.retry(job, { delayMs: 0, error: new Error("busy"), startedAt: 0, endedAt: 0 });
  *   const again = yield* engine.take();
- *   yield* engine.complete(again);
+ *   yield* engine.complete(again, "sent");
  *   return { attempt: again.attempt, counts: yield* engine.counts() };
  * });
  * console.log(outcome.attempt, outcome.counts.completed); // 2 1
@@ -270,7 +270,11 @@ export interface QueueEngine<T> {
    * waiting on; waiting for a job that does not come is not a failure, and is never cut.
    */
   take(boundMs?: number): Operation<EngineJob<T>>;
-  complete(job: EngineJob<T>, takingNext?: boolean): Operation<void>;
+  /**
+   * Ends the job as completed; `value` is what its handler returned (BullMQ: the job's
+   * `returnvalue`, null for a value JSON cannot hold; the embedded engine keeps none).
+   */
+  complete(job: EngineJob<T>, value?: unknown, takingNext?: boolean): Operation<void>;
   /** Spends the attempt: records it in the job's history and redelivers it after `delayMs`. */
   retry(
     job: EngineJob<T>,

@@ -220,7 +220,7 @@ export class MemoryEngine<T> implements QueueEngine<T> {
     this.changes.notify();
   }
 
-  complete(job: EngineJob<T>): Operation<void> {
+  complete(job: EngineJob<T>, _value?: unknown): Operation<void> {
     return this.sync(() => {
       this.finish(this.activeRec(job, "complete"), "completed");
       this.completed++;

@@ -40,7 +40,7 @@ export function* complete<T>(
   const { engine, counters, clock } = pool;
   const endedAt = clock.now();
   const job = d.job;
-  if (!(yield* record(pool, d, "complete", () => engine.complete(job, pool.taking)))) return;
+  if (!(yield* record(pool, d, "complete", () => engine.complete(job, d.value, pool.taking)))) return;
   counters.completed++;
   counters.recordDuration(endedAt - d.startedAt);
   if (base) yield* emitEvent({ ...base, transition: "complete", durationMs: endedAt - d.startedAt });

@@ -36,6 +36,8 @@ export interface Delivery<T> {
   unwound: boolean;
   /** How a cut handler ended, when it ended at all: returned, or threw (not `Cancelled`). */
   result: { ok: false; error: unknown } | "returned" | null;
+  /** What the handler returned (the job's result, for the engine's `complete`). */
+  value: unknown;
   startedAt: number;
   /** The delivery's deadline: `min(job deadline, start + timeoutMs)`. */
   until: number;
@@ -94,6 +96,7 @@ export class Pool<T> {
       settled: false,
       unwound: false,
       result: null,
+      value: undefined,
       startedAt: 0,
       until: 0,
       lastProgressAt: 0,

@@ -282,6 +282,7 @@ function orphan<T>(job: EngineJob<T>): Delivery<T> {
     settled: true,
     unwound: true,
     result: null,
+    value: undefined,
     startedAt: 0,
     until: 0,
     lastProgressAt: 0,

@@ -36,7 +36,7 @@ function flaky<T>(inner: QueueEngine<T>, state: { mode: Mode; forgotten: string[
     name: inner.name,
     add: wrap((data: T, o) => inner.add(data, o)),
     take: wrap(() => inner.take()),
-    complete: wrap((job: EngineJob<T>, next?: boolean) => inner.complete(job, next)),
+    complete: wrap((job: EngineJob<T>, value?: unknown, next?: boolean) => inner.complete(job, value, next)),
     retry: wrap((job: EngineJob<T>, f) => inner.retry(job, f)),
     deadLetter: wrap((job: EngineJob<T>, l, next?: boolean) => inner.deadLetter(job, l, next)),
     release: wrap((job: EngineJob<T>) => inner.release(job)),

@@ -51,6 +51,46 @@ export function isRedisUnavailableError(e: unknown): e is RedisUnavailableError 
   return (e as { code?: unknown } | null)?.code === "KEEL_REDIS_UNAVAILABLE";
 }
 
+/**
+ * A package `@keel/worker/bullmq` needs is not installed: `ioredis`, which BullMQ 6 loads (an
+ * optional peer of it) to connect to Redis from connection options. The message names the package
+ * and the command that installs it; `cause` is BullMQ's own error.
+ *
+ * @example
+ * ```ts
+ * import { MissingPackageError } from "@keel/worker/bullmq";
+ * const e = new MissingPackageError("useBullQueue(mail)", "ioredis");
+ * console.log(e.code, e.packageName); // KEEL_MISSING_PACKAGE ioredis
+ * ```
+ */
+export class MissingPackageError extends KeelError {
+  /** Nothing to wait out: a worker fails with it at once. */
+  readonly fatal = true;
+  constructor(
+    where: string,
+    readonly packageName: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      "KEEL_MISSING_PACKAGE",
+      `${where}: the package ${packageName} is not installed; BullMQ needs it to connect to Redis: ` +
+        `npm install ${packageName}`,
+      options,
+    );
+    this.name = "MissingPackageError";
+  }
+}
+
+/** Whether `e` is BullMQ's (or Node's) error for an `ioredis` that cannot be loaded. */
+export function missingIoredis(e: unknown): boolean {
+  const message = e instanceof Error ? e.message : "";
+  const code = (e as { code?: unknown } | null)?.code;
+  return (
+    /could not load the optional 'ioredis' package/.test(message) ||
+    ((code === "MODULE_NOT_FOUND" || code === "ERR_MODULE_NOT_FOUND") && /'ioredis'|"ioredis"/.test(message))
+  );
+}
+
 function describeCause(cause: unknown): string {
   return cause instanceof Error ? cause.message : String(cause);
 }
@@ -103,6 +143,8 @@ function* waitReady(
   } catch (e) {
     if (isCancelled(e)) throw e;
     const cause = lastError() ?? e;
+    if (missingIoredis(cause) || missingIoredis(e))
+      throw new MissingPackageError(at.where, "ioredis", { cause });
     throw new RedisUnavailableError(at.where, at.redis, at.ms, { cause });
   }
 }

@@ -8,11 +8,10 @@
 import { action, type Operation } from "@keel/core";
 import type { Job as BullJob, Worker as BullWorker } from "bullmq";
 import { lastErrorOf, whenReady } from "./connect.js";
-import type { StoredJob } from "./stored.js";
 
 /** A job this process holds active in Redis, with the token that locks it. */
 export interface Held<T> {
-  readonly job: BullJob<StoredJob<T>>;
+  readonly job: BullJob<T>;
   readonly token: string;
   readonly consumer: Consumer<T>;
   /** The worker's cut for `cancelJob` (or a lost lock), while a delivery of the job runs. */
@@ -40,9 +39,15 @@ interface Internals<T> {
   readonly limitUntil: number;
   /** When the next delayed job is due (0: none); a blocking fetch waits until then, 10 s at most. */
   readonly blockUntil: number;
-  createJob(data: unknown, id: string): BullJob<StoredJob<T>>;
+  createJob(data: unknown, id: string): BullJob<T>;
   updateDelays(limitDelayMs?: number, delayUntil?: number): void;
-  nextJobFromJobData(data?: unknown, id?: string, token?: string): Promise<BullJob<StoredJob<T>> | undefined>;
+  nextJobFromJobData(data?: unknown, id?: string, token?: string): Promise<BullJob<T> | undefined>;
+  /**
+   * BullMQ 5's fetch without its own failing of a job that stalled out (5's `getNextJob` fails such
+   * a job itself, so the worker would never see it, count it or sink it); 6 has none, and its
+   * `getNextJob` hands such a job over.
+   */
+  getTracedNextJob?(token: string, opts: { block: boolean }): Promise<BullJob<T> | undefined>;
 }
 
 /** BullMQ's `drainDelay` for the engine's workers (`index.ts`): an empty queue's blocking fetch returns after it. */
@@ -89,7 +94,7 @@ export class Consumer<T> {
   private readonly lastError: () => unknown;
 
   constructor(
-    readonly worker: BullWorker<StoredJob<T>>,
+    readonly worker: BullWorker<T>,
     private readonly held: Map<string, Held<T>>,
     private readonly name: string,
     private readonly redis: string,
@@ -199,7 +204,7 @@ export class Consumer<T> {
       : this.internals.blockUntil > now
         ? Math.min(this.internals.blockUntil - now, MAX_BLOCK_MS)
         : DRAIN_DELAY_MS;
-    const fetch: Promise<void> = this.worker.getNextJob(token, { block }).then(
+    const fetch: Promise<void> = this.fetchJob(token, block).then(
       (job) => {
         this.fetches.delete(fetch);
         this.dueAt.delete(fetch);
@@ -218,6 +223,14 @@ export class Consumer<T> {
     );
     this.fetches.add(fetch);
     this.dueAt.set(fetch, now + blockMs);
+  }
+
+  /** One fetch: BullMQ 5's without its failing of stalled-out jobs, or 6's `getNextJob`. */
+  private fetchJob(token: string, block: boolean): Promise<BullJob<T> | undefined> {
+    const { internals } = this;
+    return typeof internals.getTracedNextJob === "function"
+      ? internals.getTracedNextJob(token, { block })
+      : this.worker.getNextJob(token, { block });
   }
 
   /**
@@ -243,7 +256,11 @@ export class Consumer<T> {
     // A job that ends with the next one found a job without blocking (`nextJobFromJobData` marks
     // the queue so for the jobs it makes, and `drained` when none came).
     this.window = data ? this.window + 1 : 1;
-    if (data && !(data as { repeatJobKey?: unknown }).repeatJobKey) {
+    // A repeatable job's key: `repeatJobKey` in BullMQ 6's decoded job, `rjk` in 5's raw hash.
+    const repeatable =
+      data &&
+      ((data as { repeatJobKey?: unknown; rjk?: unknown }).repeatJobKey ?? (data as { rjk?: unknown }).rjk);
+    if (data && !repeatable) {
       this.internals.drained = false;
       const job = this.internals.createJob(data, id);
       job.token = token;
@@ -257,7 +274,7 @@ export class Consumer<T> {
     });
   }
 
-  private received(job: BullJob<StoredJob<T>>, token: string): void {
+  private received(job: BullJob<T>, token: string): void {
     this.arrive(job, token);
     this.wakeOne();
   }
@@ -292,7 +309,7 @@ export class Consumer<T> {
     return this.putBack;
   }
 
-  private arrive(job: BullJob<StoredJob<T>>, token: string): void {
+  private arrive(job: BullJob<T>, token: string): void {
     const h: Held<T> = { job, token, consumer: this, onCancel: null, cancelled: null, view: null };
     this.held.set(job.id ?? "", h);
     if (this.closing) this.release(h);

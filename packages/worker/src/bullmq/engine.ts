@@ -1,11 +1,18 @@
 /**
- * The BullMQ engine: `QueueEngine` over a BullMQ 6 queue on Redis, with jobs fetched by hand
+ * The BullMQ engine: `QueueEngine` over a BullMQ 5 or 6 queue on Redis, with jobs fetched by hand
  * (`Worker.getNextJob`), so that Keel's worker decides when a slot is free and how each job ends.
+ *
+ * Its jobs are plain BullMQ jobs, both ways (see stored.ts for what lives where and why): a job a
+ * plain BullMQ producer adds is delivered with its `data`, `attempts`, `delay` and `priority`, and a
+ * job added here reads as any other to BullMQ's tools and workers: `data` is the payload,
+ * `attemptsMade` counts its failed attempts (a retry is BullMQ's `moveToDelayed` that counts one), a
+ * completed job has its handler's `returnvalue`, a dead letter is `failed` with its `failedReason`
+ * and `stacktrace`. Keel's own fields are one object in the job's options, `opts.keel`.
  * @module
  */
 import { randomUUID } from "node:crypto";
 import { action, type Operation, until } from "@keel/core";
-import { type Queue as BullQueue, type Worker as BullWorker, UnrecoverableError } from "bullmq";
+import type { Queue as BullQueue, Worker as BullWorker } from "bullmq";
 import type {
   AddResult,
   DeadLetter,
@@ -21,9 +28,10 @@ import { JobLockLostError } from "../engine-errors.js";
 import { JobStalledOutError } from "../errors.js";
 import { Bound } from "../op.js";
 import { Consumer, type Held } from "./consumer.js";
+import { completeHeld, deadLetterHeld, retryHeld } from "./ends.js";
 import { lockLost, stateOf } from "./replies.js";
 import { letterOf } from "./stalled.js";
-import { failedError, type StoredAttempt, type StoredJob, storedError } from "./stored.js";
+import { type KeelOpts, keelOf } from "./stored.js";
 import { takeJob } from "./take.js";
 import { readTrace, type TelemetryOptions, writeTrace } from "./trace.js";
 
@@ -34,8 +42,8 @@ export class BullEngine<T> implements QueueEngine<T> {
 
   constructor(
     readonly name: string,
-    private readonly queue: BullQueue<StoredJob<T>>,
-    private readonly makeWorker: () => BullWorker<StoredJob<T>>,
+    private readonly queue: BullQueue<T, unknown, string, T, unknown, string>,
+    private readonly makeWorker: () => BullWorker<T>,
     /** Where Redis is (for messages), and how long a worker's first take waits for it. */
     private readonly redis: { describe: string; connectTimeoutMs: number },
   ) {
@@ -67,31 +75,35 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   private async addJob(data: T, o: EngineAddOptions): Promise<AddResult> {
-    // Only what differs from a fresh job's defaults is written (see `StoredJob`).
-    const stored: StoredJob<T> = { payload: data };
-    if (o.attempts !== undefined) stored.attempts = o.attempts;
-    if (o.deadlineAt !== Infinity) stored.deadlineAt = o.deadlineAt;
-    const options = writeTrace<{ jobId?: string; delay?: number; priority?: number } & TelemetryOptions>(
-      {},
-      o.trace,
-    );
+    // BullMQ's own options where BullMQ has one (a plain BullMQ worker honours them too); Keel's
+    // deadline in `opts.keel`, only when there is one (see stored.ts); the producer's trace
+    // context where BullMQ's telemetry keeps it (see trace.ts).
+    const keel: KeelOpts = {};
+    if (o.deadlineAt !== Infinity) keel.deadlineAt = o.deadlineAt;
+    const options = writeTrace<
+      { jobId?: string; delay?: number; priority?: number; attempts?: number; keel?: KeelOpts } & TelemetryOptions
+    >({}, o.trace);
     if (o.delayMs > 0) options.delay = o.delayMs;
     if (o.priority > 0) options.priority = o.priority;
+    if (o.attempts !== undefined) options.attempts = o.attempts;
     const fresh: JobState = o.delayMs > 0 ? "delayed" : "waiting";
     if (o.id === undefined) {
-      const job = await this.queue.add("job", stored, options);
+      if (keel.deadlineAt !== undefined) options.keel = keel;
+      const job = await this.queue.add(JOB_NAME, data, options as object);
       return { id: job.id ?? "", added: true, state: fresh };
     }
-    // BullMQ adds nothing for an id it holds, ended jobs included (their records are kept): the
-    // nonce read back tells this add from an earlier one.
+    // BullMQ adds nothing for an id it holds, ended jobs included (their records are kept), and
+    // answers the same either way: the nonce in the options read back tells this add from an
+    // earlier one (the timestamp would not: two adds can share a millisecond).
     const nonce = randomUUID();
-    stored.nonce = nonce;
+    keel.nonce = nonce;
+    options.keel = keel;
     options.jobId = o.id;
-    await this.queue.add("job", stored, options);
+    await this.queue.add(JOB_NAME, data, options as object);
     const kept = await this.queue.getJob(o.id);
     // Removed in between (not by this engine, which removes nothing): add again.
     if (!kept) return this.addJob(data, o);
-    if (kept.data.nonce === nonce) return { id: o.id, added: true, state: fresh };
+    if (keelOf(kept).nonce === nonce) return { id: o.id, added: true, state: fresh };
     return { id: o.id, added: false, state: stateOf(await kept.getState()) };
   }
 
@@ -102,16 +114,19 @@ export class BullEngine<T> implements QueueEngine<T> {
   /** The job `h` as the worker sees it. */
   view(h: Held<T>): EngineJob<T> {
     const { job } = h;
-    const d = job.data;
+    const keel = keelOf(job);
+    const attempts = job.opts.attempts;
     const view: EngineJob<T> = {
       id: job.id ?? "",
-      data: d.payload,
-      attempt: d.attempt ?? 1,
-      attempts: d.attempts,
-      deadlineAt: d.deadlineAt ?? Infinity,
+      data: job.data,
+      // BullMQ counts the attempts spent (a release or a stall spends none): this is the next.
+      attempt: (job.attemptsMade || 0) + 1,
+      // BullMQ's own option (0, its default, is none: the worker's applies).
+      attempts: typeof attempts === "number" && attempts > 0 ? attempts : undefined,
+      deadlineAt: typeof keel.deadlineAt === "number" ? keel.deadlineAt : Infinity,
       priority: job.opts.priority ?? 0,
       addedAt: job.timestamp,
-      history: (d.history ?? []) as JobAttempt[],
+      history: (Array.isArray(keel.history) ? keel.history : []) as JobAttempt[],
       // Marked by BullMQ's stalled check for stalling more than `maxStalls` times (see stalled.ts).
       stalledOut: job.deferredFailure
         ? new JobStalledOutError(this.name, job.id ?? "", job.stalledCounter || undefined)
@@ -183,27 +198,12 @@ export class BullEngine<T> implements QueueEngine<T> {
     return takingNext && h.consumer === this.consumer && !h.consumer.closing;
   }
 
-  complete(job: EngineJob<T>, takingNext = false): Operation<void> {
-    return this.finish(job, "complete", (h) =>
-      h.job.moveToCompleted(null, h.token, this.fetchNext(h, takingNext)),
-    );
+  complete(job: EngineJob<T>, value?: unknown, takingNext = false): Operation<void> {
+    return this.finish(job, "complete", (h) => completeHeld(h, value, this.fetchNext(h, takingNext)));
   }
 
   retry(job: EngineJob<T>, f: { delayMs: number; error: unknown; startedAt: number; endedAt: number }) {
-    return this.finish(job, "retry", async (h) => {
-      // From this delivery's own view, not the job's data: a retry made again after a failed
-      // call (the worker's `record`) writes the same record, never a second attempt.
-      const record: StoredAttempt = {
-        attempt: job.attempt,
-        startedAt: f.startedAt,
-        endedAt: f.endedAt,
-        error: storedError(f.error),
-        delayMs: f.delayMs,
-      };
-      const history = [...(job.history as unknown as StoredAttempt[]), record];
-      await h.job.updateData({ ...h.job.data, attempt: job.attempt + 1, history });
-      await h.job.moveToDelayed(Date.now() + f.delayMs, h.token);
-    });
+    return this.finish(job, "retry", (h) => retryHeld(h, job, f));
   }
 
   deadLetter(
@@ -211,16 +211,7 @@ export class BullEngine<T> implements QueueEngine<T> {
     letter: { reason: DeadLetterReason; error: unknown; history: readonly JobAttempt[] },
     takingNext = false,
   ) {
-    return this.finish(job, "deadLetter", async (h) => {
-      const history = letter.history.map((a) => ({ ...a, error: storedError(a.error) }));
-      const deadError = storedError(letter.error);
-      await h.job.updateData({ ...h.job.data, deadReason: letter.reason, deadError, history });
-      // A job that stalled out keeps BullMQ's own reason (what BullMQ's tools and workers know).
-      const e = h.job.deferredFailure
-        ? new UnrecoverableError(h.job.deferredFailure)
-        : failedError(deadError, letter.error);
-      return h.job.moveToFailed(e, h.token, this.fetchNext(h, takingNext));
-    });
+    return this.finish(job, "deadLetter", (h) => deadLetterHeld(h, letter, this.fetchNext(h, takingNext)));
   }
 
   release(job: EngineJob<T>): Operation<void> {
@@ -259,10 +250,10 @@ export class BullEngine<T> implements QueueEngine<T> {
       this.queue.getFailed(0, -1).then((jobs) =>
         jobs.reverse().map((j) => ({
           id: j.id ?? "",
-          data: j.data.payload,
+          data: j.data,
           // A job BullMQ failed for stalling more than maxStalls times reads as `stalled`.
           ...letterOf(this.name, j),
-          history: (j.data.history ?? []) as JobAttempt[],
+          history: (keelOf(j).history ?? []) as JobAttempt[],
           at: j.finishedOn ?? 0,
         })),
       ),
@@ -354,6 +345,9 @@ export class BullEngine<T> implements QueueEngine<T> {
     return consumer ? consumer.close(true).then(() => undefined) : Promise.resolve();
   }
 }
+
+/** The name of the jobs Keel adds (BullMQ's tools list jobs by name; Keel's worker ignores it). */
+const JOB_NAME = "job";
 
 /** An `action`'s teardown when leaving the wait has nothing to undo (a promise cannot be stopped). */
 const noTeardown = () => {};

@@ -1,5 +1,5 @@
 /**
- * `@keel/worker/bullmq`: the BullMQ 6 engine, for jobs that survive a restart and are shared by
+ * `@keel/worker/bullmq`: the BullMQ engine (BullMQ 5 or 6), for jobs that survive a restart and are shared by
  * worker processes on several machines. `bullmq` and a Redis client (`ioredis`) are optional peers.
  * @module @keel/worker/bullmq
  */
@@ -9,9 +9,9 @@ import { checkKeys, checkObject, checkWhole, invalidType } from "../checks.js";
 import { type Queue, queueOver } from "../queue.js";
 import { describeRedis, lastErrorOf, whenReady } from "./connect.js";
 import { BullEngine } from "./engine.js";
-import type { StoredJob } from "./stored.js";
+import { clientOf } from "./internals.js";
 
-export { isRedisUnavailableError, RedisUnavailableError } from "./connect.js";
+export { isRedisUnavailableError, MissingPackageError, RedisUnavailableError } from "./connect.js";
 
 /** BullMQ's default lock on an active job (and stalled-check period). */
 const LOCK_MS = 30_000;
@@ -21,8 +21,9 @@ const MAX_STALLS = 1;
 const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
- * Opens a queue on Redis through BullMQ 6, closed when the caller's scope ends. Jobs, their attempt
- * history and their deadlines live in Redis; `useWorker` over it runs them in this process.
+ * Opens a queue on Redis through BullMQ (5 or 6), closed when the caller's scope ends. Jobs, their
+ * attempt history and their deadlines live in Redis, as plain BullMQ jobs (the payload is the job's
+ * `data`; see the workers guide); `useWorker` over it runs them in this process.
  *
  * **Crashes**: a job is locked in Redis for `lockMs` (default 30 000) while a process runs it, and
  * that process extends the lock every `lockMs / 2`. If the process dies (SIGKILL, a lost machine),
@@ -71,7 +72,8 @@ const CONNECT_TIMEOUT_MS = 10_000;
  * @throws `TypeError` for a missing `name` or `connection`; `RangeError` for a `lockMs` that is not a
  * whole number ≥ 100, a `connectTimeoutMs` that is not a whole number ≥ 1 or a `maxStalls` that is
  * not a whole number ≥ 0; `RedisUnavailableError`
- * (from the operation) when Redis does not answer within `connectTimeoutMs`.
+ * (from the operation) when Redis does not answer within `connectTimeoutMs`; `MissingPackageError`
+ * (from the operation) when BullMQ cannot load `ioredis` (not installed).
  */
 export function useBullQueue<T>(options: {
   name: string;
@@ -114,14 +116,14 @@ export function useBullQueue<T>(options: {
   const redis = { describe: describeRedis(options.connection), connectTimeoutMs };
   return resource<BullQueueHandle<T>>(
     function* bullQueue(provide) {
-      const queue = new BullQueue<StoredJob<T>>(name, { connection, prefix });
+      const queue = new BullQueue<T, unknown, string, T, unknown, string>(name, { connection, prefix });
       const lastError = lastErrorOf(queue);
       const engine = new BullEngine<T>(
         name,
         queue,
         // drainDelay: a blocking fetch returns within 1 s, so a closing consumer is not held 5 s.
         () =>
-          new BullWorker<StoredJob<T>>(name, null, {
+          new BullWorker<T>(name, null, {
             connection,
             prefix,
             autorun: false,
@@ -136,7 +138,7 @@ export function useBullQueue<T>(options: {
       let client: { readonly status: string } | null = null;
       try {
         yield* whenReady(queue, `useBullQueue(${name})`, redis.describe, connectTimeoutMs, lastError);
-        client = yield* until(queue.backend.client);
+        client = (yield* until(clientOf(queue))) as unknown as { readonly status: string };
         yield* spawn(function* extendLocks() {
           for (;;) {
             yield* sleep(lockMs / 2);

@@ -14,17 +14,14 @@
 import type { Job as BullJob } from "bullmq";
 import type { DeadLetterReason } from "../engine.js";
 import { JobStalledOutError } from "../errors.js";
-import { revive, type StoredJob } from "./stored.js";
+import { keelOf, revive } from "./stored.js";
 
 /** BullMQ's `failedReason` (and deferred failure) for a job that stalled too often. */
 export const STALLED_OUT = "job stalled more than allowable limit";
 
 /** Why a failed BullMQ job died, and its error, as a Keel dead letter reads them. */
-export function letterOf<T>(
-  queue: string,
-  job: BullJob<StoredJob<T>>,
-): { reason: DeadLetterReason; error: unknown } {
-  const d = job.data;
+export function letterOf<T>(queue: string, job: BullJob<T>): { reason: DeadLetterReason; error: unknown } {
+  const d = keelOf(job);
   if (d.deadReason === undefined && job.failedReason === STALLED_OUT) {
     const error = new JobStalledOutError(queue, job.id ?? "", job.stalledCounter || undefined);
     return { reason: "stalled", error };

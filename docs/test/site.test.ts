@@ -214,6 +214,16 @@ describe.skipIf(!chromium && !required)("the docs site", () => {
     // entry point of every package, named as users import it, must be in it.
     const nav = dom.slice(dom.indexOf('id="tsd-nav-container"'));
     expect(nav).toContain("<span>The task tree</span>");
+    // The contract, the pages for newcomers from other tools, and the examples' pages, in the navigation.
+    const navText = nav.replace(/<wbr\s*\/?>/g, "");
+    for (const title of [
+      "The runtime's contract",
+      "Coming from BullMQ",
+      "Coming from Temporal",
+      "Examples",
+      "from-bullmq.ts",
+    ])
+      expect(navText).toContain(`<span>${title}</span>`);
     for (const module of entryPoints()) expect(nav).toContain(`<span>${module}</span>`);
 
     const png = readFileSync(screenshot);

@@ -54,14 +54,17 @@ for (const dir of JSON.parse(readFileSync(join(root, "package.json"), "utf8")).w
   }
 }
 
-/** Markdown prose as one plain line: links keep their text, emphasis and code marks go. */
+/** Markdown prose as one plain line: links keep their text, bold and code marks go (`yield*` keeps its star). */
 function plain(markdown) {
   return markdown
     .replace(/\[([^\]]*)\]\([^)]*\)/g, "$1")
-    .replace(/[*`]/g, "")
+    .replace(/\*\*|`/g, "")
     .replace(/\s+/g, " ")
     .trim();
 }
+
+/** A summary longer than this is cut at a word and ends with "…". */
+const SUMMARY_MAX = 160;
 
 /** The first sentence of a page's first paragraph (the text after its title), for the page lists. */
 function summaryOf(markdown) {
@@ -71,8 +74,10 @@ function summaryOf(markdown) {
     .find((block) => block.trim() && !/^\s*(#|```|\||- |\d+\. |>)/.test(block));
   if (!paragraph) return "";
   const text = plain(paragraph);
-  const end = text.search(/[.:;](\s|$)/);
-  return end === -1 ? text : text.slice(0, end + 1).replace(/[:;]$/, ".");
+  const end = text.search(/\.(\s|$)/);
+  const sentence = end === -1 ? text : text.slice(0, end + 1);
+  if (sentence.length <= SUMMARY_MAX) return sentence;
+  return `${sentence.slice(0, sentence.lastIndexOf(" ", SUMMARY_MAX)).replace(/[,;:]$/, "")}…`;
 }
 
 const examplesDir = join(docs, "examples");

@@ -8,9 +8,15 @@
  * TypeScript 7 is untouched.
  *
  * The guide is copied to `docs/.site-guide/` first, each page given the front matter typedoc reads
- * (its first heading as `title`) and its headings' backticks dropped (so anchors are GitHub's): the
- * pages stay plain Markdown on GitHub. The site lists them in the guide index's reading order (the
- * order its links first name them), then any page the index does not link, by name.
+ * (its first heading as `title`, its first paragraph's first sentence as `summary`, shown in the
+ * front page's list) and its headings' backticks dropped (so anchors are GitHub's): the pages stay
+ * plain Markdown on GitHub. The site lists them in the guide index's reading order (the order its
+ * links first name them), then any page the index does not link, by name.
+ *
+ * The programs the guide links (`../examples/x.ts`) become pages of the site, children of an
+ * "Examples" page: the program's header comment as prose, then its code, highlighted. On GitHub the
+ * links open the file; on the site they open that page, not a raw `.ts` file (which a static host
+ * serves as a download, or as an MPEG transport stream).
  *
  * The entry points are every public workspace's `exports` (their `source` files), so a new package
  * or subpath is in the reference when it lands; each entry's module comment must name it as users
@@ -48,17 +54,113 @@ for (const dir of JSON.parse(readFileSync(join(root, "package.json"), "utf8")).w
   }
 }
 
+/** Markdown prose as one plain line: links keep their text, bold and code marks go (`yield*` keeps its star). */
+function plain(markdown) {
+  return markdown
+    .replace(/\[([^\]]*)\]\([^)]*\)/g, "$1")
+    .replace(/\*\*|`/g, "")
+    .replace(/\s+/g, " ")
+    .trim();
+}
+
+/** A summary longer than this is cut at a word and ends with "…". */
+const SUMMARY_MAX = 160;
+
+/** The first sentence of a page's first paragraph (the text after its title), for the page lists. */
+function summaryOf(markdown) {
+  const paragraph = markdown
+    .replace(/^---\n[\s\S]*?\n---\n/, "")
+    .split(/\n\s*\n/)
+    .find((block) => block.trim() && !/^\s*(#|```|\||- |\d+\. |>)/.test(block));
+  if (!paragraph) return "";
+  const text = plain(paragraph);
+  const end = text.search(/\.(\s|$)/);
+  const sentence = end === -1 ? text : text.slice(0, end + 1);
+  if (sentence.length <= SUMMARY_MAX) return sentence;
+  return `${sentence.slice(0, sentence.lastIndexOf(" ", SUMMARY_MAX)).replace(/[,;:]$/, "")}…`;
+}
+
+const examplesDir = join(docs, "examples");
+const examplePrograms = readdirSync(examplesDir)
+  .filter((f) => f.endsWith(".ts"))
+  .sort();
+const exampleLink = /\]\(\.\.\/examples\/([\w-]+)\.ts\)/g;
+
 rmSync(staged, { recursive: true, force: true });
-mkdirSync(staged);
+mkdirSync(join(staged, "examples"), { recursive: true });
 for (const page of pages) {
   const text = readFileSync(join(guide, page), "utf8");
   // Navigation titles are plain text (typedoc drops a title with backticks for the file name).
   const title = (text.match(/^# (.+)$/m)?.[1] ?? page.replace(/\.md$/, "")).replaceAll("`", "");
   // typedoc's heading anchors leave out code spans, GitHub's keep their text: without the backticks
   // both give `## \`allSettled\`: every outcome` the anchor `#allsettled-every-outcome`.
-  const body = text.replace(/^(#{1,6} .*)$/gm, (heading) => heading.replaceAll("`", ""));
-  writeFileSync(join(staged, page), `---\ntitle: ${JSON.stringify(title)}\n---\n\n${body}`);
+  const body = text
+    .replace(/^(#{1,6} .*)$/gm, (heading) => heading.replaceAll("`", ""))
+    .replace(exampleLink, "](examples/$1.md)");
+  const summary = summaryOf(text.replace(/^# .*$/m, ""));
+  writeFileSync(
+    join(staged, page),
+    `---\ntitle: ${JSON.stringify(title)}\nsummary: ${JSON.stringify(summary)}\n---\n\n${body}`,
+  );
 }
+
+// Each program as a page: its header comment as prose, its code below.
+const exampleRows = [];
+for (const file of examplePrograms) {
+  const name = file.replace(/\.ts$/, "");
+  const source = readFileSync(join(examplesDir, file), "utf8");
+  const header = source.match(/^\/\*\*([\s\S]*?)\*\/\n/);
+  const prose = header
+    ? header[1]
+        .split("\n")
+        .map((line) => line.replace(/^\s*\* ?/, ""))
+        .join("\n")
+        .trim()
+    : "";
+  const code = (header ? source.slice(header[0].length) : source).trim();
+  const summary = summaryOf(prose);
+  exampleRows.push(`| [${file}](examples/${name}.md) | ${summary.replaceAll("|", "\\|")} |`);
+  writeFileSync(
+    join(staged, "examples", `${name}.md`),
+    [
+      `---\ntitle: ${JSON.stringify(file)}\nsummary: ${JSON.stringify(summary)}\n---\n`,
+      `# ${file}\n`,
+      prose,
+      "",
+      `The \`assert\` lines check what the guide says, so the program fails if Keel and the guide ever`,
+      `disagree. To run it in a project that has \`@keel/core\`, \`@keel/testing\` and the packages it`,
+      `imports installed: \`npx tsx ${file}\`.`,
+      "",
+      "```ts",
+      code,
+      "```",
+      "",
+    ].join("\n"),
+  );
+}
+writeFileSync(
+  join(staged, "examples.md"),
+  [
+    "---",
+    'title: "Examples"',
+    `summary: ${JSON.stringify("Every program the guide links, each a runnable file that checks what its page says.")}`,
+    "children:",
+    ...examplePrograms.map(
+      (f) => `  ${JSON.stringify(f)}: ${JSON.stringify(`examples/${f.replace(/\.ts$/, ".md")}`)}`,
+    ),
+    "---",
+    "",
+    "# Examples",
+    "",
+    "Every program the guide links, each a runnable file that checks what its page says with",
+    "`node:assert`. Each page shows the program's own explanation, then its code.",
+    "",
+    "| Program | What it shows |",
+    "| --- | --- |",
+    ...exampleRows,
+    "",
+  ].join("\n"),
+);
 
 try {
   execFileSync(
@@ -71,6 +173,8 @@ try {
       "--readme",
       ".site-guide/index.md",
       ...order.flatMap((p) => ["--projectDocuments", `.site-guide/${p}`]),
+      "--projectDocuments",
+      ".site-guide/examples.md",
     ],
     { cwd: docs, stdio: "inherit" },
   );

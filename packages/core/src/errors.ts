@@ -7,6 +7,7 @@
  * @module
  */
 
+import { roundMs } from "./format-value.js";
 import { type CancelReason, describeReason } from "./kernel/cancelled.js";
 /**
  * What raises each code and whether a retry can help; the docs' error table is generated from it.
@@ -280,7 +281,10 @@ export class TimeoutError extends KeelError {
     message?: string;
     code?: string;
   }) {
-    super(init.code ?? "KEEL_TIMEOUT", init.message ?? `${init.label}: timed out after ${init.timeoutMs} ms`);
+    super(
+      init.code ?? "KEEL_TIMEOUT",
+      init.message ?? `${init.label}: timed out after ${roundMs(init.timeoutMs)} ms`,
+    );
     this.name = "TimeoutError";
     this.timeoutMs = init.timeoutMs;
     this.deadline = init.deadline;

@@ -133,3 +133,12 @@ export function printThrown(line: string, value: unknown): void {
     } catch {}
   }
 }
+
+/**
+ * @internal Milliseconds as people read them, in messages, labels, log records and the task tree:
+ * at most one decimal (`137.2`, `250`, `1796519528873`), from a real clock's fractional readings
+ * (`137.24531`). `Infinity` and `NaN` stay as they are.
+ */
+export function roundMs(ms: number): number {
+  return Number.isFinite(ms) ? Math.round(ms * 10) / 10 : ms;
+}

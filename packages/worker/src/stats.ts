@@ -40,7 +40,7 @@ export interface WorkerStats {
   readonly waiting: number;
   /** Whether the engine answers (`down` after a call failed or ran past `engineTimeoutMs`), and since when. */
   readonly engine: EngineHealthReading;
-  /** Handler durations of completed jobs, over the last 10,000 (ms; `NaN` before the first). */
+  /** Handler durations of completed jobs, over the last 10,000 (ms, to a tenth; `NaN` before the first). */
   readonly durationMs: { readonly p50: number; readonly p99: number };
 }
 
@@ -95,8 +95,12 @@ export class Counters {
 
   snapshot(inFlight: number, waiting: number, engine: EngineHealthReading): WorkerStats {
     const sorted = this.durations.slice().sort((a, b) => a - b);
+    // Rounded to a tenth of a millisecond: a real clock's durations (`107.455322265625`) are read
+    // by people, in dashboards and logs, and the digits past it are noise.
     const pick = (q: number) =>
-      sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+      sorted.length === 0
+        ? NaN
+        : Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 10) / 10;
     return {
       completed: this.completed,
       retried: this.retried,

@@ -3,6 +3,7 @@
  * @module
  */
 import { isKeelError, KeelError, TimeoutError } from "../errors.js";
+import { roundMs } from "../format-value.js";
 import { retryableStatuses } from "../resilience/transient.js";
 
 /**
@@ -75,7 +76,7 @@ export class HttpTimeoutError extends TimeoutError {
     super({
       ...init,
       code: phaseCodes[init.phase],
-      message: `${init.label}: ${what} within ${init.timeoutMs} ms`,
+      message: `${init.label}: ${what} within ${roundMs(init.timeoutMs)} ms`,
     });
     this.name = "HttpTimeoutError";
     this.phase = init.phase;

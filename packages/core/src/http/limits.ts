@@ -21,6 +21,7 @@
  * @module
  */
 
+import { roundMs } from "../format-value.js";
 import type { Frame } from "../kernel/frame.js";
 import { exitFrame } from "../kernel/frame-exit.js";
 import type { TaskImpl } from "../kernel/task.js";
@@ -193,7 +194,7 @@ function reportFired(
       kind: "timeout",
       at: task.clock.now(),
       scope,
-      message: `${frame.label}: timed out after ${timeoutMs} ms`,
+      message: `${frame.label}: timed out after ${roundMs(timeoutMs)} ms`,
     },
     owner: scope,
   });

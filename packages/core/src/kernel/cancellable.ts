@@ -5,6 +5,7 @@
  * @module
  */
 
+import { roundMs } from "../format-value.js";
 import type { KeelEventInput } from "../observe/events.js";
 import { Cancelled, type CancelReason } from "./cancelled.js";
 import type { Clock } from "./clock.js";
@@ -385,7 +386,7 @@ export abstract class CancellableTask {
       // When the budget ran out, not when its timer got to run: shielded work this cut cancels
       // counts its own budget from here, so a late timer's lag is not passed down the chain.
       at: Math.min(now, dueAt),
-      message: `cleanup exceeded its budget of ${u.budgetMs} ms`,
+      message: `cleanup exceeded its budget of ${roundMs(u.budgetMs)} ms`,
     });
     this.emit({
       type: "cleanup:overrun",

@@ -3,7 +3,7 @@
  * @module
  */
 import { KeelError } from "../errors.js";
-import { describeThrown, printThrown } from "../format-value.js";
+import { describeThrown, printThrown, roundMs } from "../format-value.js";
 import type { KeelEvent } from "../observe/events.js";
 import { warningEvents } from "../observe/events.js";
 import type { AsyncContext } from "./async-context.js";
@@ -95,7 +95,7 @@ export function withAsyncContext(runtime: Runtime, asyncContext: AsyncContext): 
 export function describeWarning(event: KeelEvent): string {
   switch (event.type) {
     case "cleanup:overrun":
-      return `cleanup exceeded ${event.budgetMs} ms while waiting on ${event.waitingOn ?? "nothing"}`;
+      return `cleanup exceeded ${roundMs(event.budgetMs)} ms while waiting on ${event.waitingOn ?? "nothing"}`;
     case "cleanup:abandon":
       return `abandoned while waiting on ${event.waitingOn ?? "nothing"}`;
     case "cleanup:swallow":
@@ -108,7 +108,7 @@ export function describeWarning(event: KeelEvent): string {
     case "worker:engine":
       return event.message;
     case "task:blocked":
-      return `a step ran ${event.durationMs} ms without yielding, blocking the event loop (threshold ${event.thresholdMs} ms)`;
+      return `a step ran ${roundMs(event.durationMs)} ms without yielding, blocking the event loop (threshold ${roundMs(event.thresholdMs)} ms)`;
     case "deadline:missing":
       return `${event.label}: an external call with no deadline of its caller's above it (only its own limits, if any, bound it)`;
     default:

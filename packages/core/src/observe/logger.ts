@@ -3,7 +3,7 @@
  * @module
  */
 import { invalidType } from "../errors.js";
-import { printThrown } from "../format-value.js";
+import { printThrown, roundMs } from "../format-value.js";
 import { describeWarning } from "../kernel/runtime.js";
 import { type KeelEvent, type KeelEventType, warningEvents } from "./events.js";
 
@@ -52,7 +52,11 @@ export interface LogRecord {
   readonly time: string;
   /** Milliseconds since the root started, on its clock. */
   readonly sinceStartMs: number;
-  /** The event's own fields (`reason`, `error`, `budgetMs`, `waitingOn`…); `main`'s extras (`tree`). */
+  /**
+   * The event's own fields (`reason`, `error`, `budgetMs`, `waitingOn`…), as people read them:
+   * durations (`…Ms`) to at most one decimal, the `deadline` instant as an ISO date like `time`;
+   * `main`'s extras (`tree`).
+   */
   readonly fields: Readonly<Record<string, unknown>>;
 }
 
@@ -122,8 +126,24 @@ export function eventRecord(event: KeelEvent, origin: number): LogRecord {
     taskId,
     time: isoTime(at),
     sinceStartMs: Math.round(at - origin),
-    fields,
+    fields: readableFields(fields),
   };
+}
+
+/**
+ * An event's top-level numbers as a record shows them: `…Ms` durations rounded to at most one
+ * decimal (a real clock gives `107.455322265625`), a finite `deadline` as an ISO date. The event
+ * itself is left as it is; a record without such numbers shares its fields object.
+ */
+function readableFields(fields: Record<string, unknown>): Record<string, unknown> {
+  let out: Record<string, unknown> | undefined;
+  for (const key of Object.keys(fields)) {
+    const value = fields[key];
+    if (typeof value !== "number" || !Number.isFinite(value)) continue;
+    const readable = key === "deadline" ? isoTime(value) : key.endsWith("Ms") ? roundMs(value) : value;
+    if (readable !== value) (out ??= { ...fields })[key] = readable;
+  }
+  return out ?? fields;
 }
 
 /** An ISO date for a clock reading; a clock far outside dates' range still gives a record. */

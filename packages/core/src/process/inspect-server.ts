@@ -4,13 +4,23 @@
  *
  * Protocol: the client writes one line, `text` or `json`, and reads until the server closes: the
  * formatted tree of every live root of the process (`main`'s first, then each `run()` root, oldest
- * first), or their snapshots as one JSON array in that order (`Infinity` deadlines as null).
+ * first), or their snapshots as one JSON array in that order (`Infinity` deadlines as null; times
+ * and durations to a tenth of a millisecond, as people read them).
  * @module
  */
+import { roundMs } from "../format-value.js";
 import { otherLiveRoots } from "../kernel/roots.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { formatTaskTree } from "../observe/format-tree.js";
 import { snapshot } from "../observe/snapshot.js";
+
+/**
+ * The JSON form's numbers: clock readings and durations to a tenth of a millisecond (a real clock
+ * reads `1796519528873.0452`); counts and ids are whole already.
+ */
+function readableNumber(_key: string, value: unknown): unknown {
+  return typeof value === "number" ? roundMs(value) : value;
+}
 
 /** Where a process's socket is: in the temporary directory, named by its pid. */
 export function inspectSocketPath(tmpdir: string, pid: number): string {
@@ -38,7 +48,7 @@ export async function openInspectSocket(task: TaskImpl<unknown>): Promise<() => 
       const roots = [task, ...otherLiveRoots(task)].map((root) => snapshot(root));
       socket.end(
         asked.startsWith("json")
-          ? `${JSON.stringify(roots)}\n`
+          ? `${JSON.stringify(roots, readableNumber)}\n`
           : `${roots.map((s) => formatTaskTree(s)).join("\n")}\n`,
       );
     });

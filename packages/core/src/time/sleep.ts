@@ -3,6 +3,7 @@
  * @module
  */
 import { checkDurationMs } from "../errors.js";
+import { roundMs } from "../format-value.js";
 import { BoundOp1 } from "../kernel/bound-op.js";
 import type { Clock } from "../kernel/clock.js";
 import { taskOf } from "../kernel/current.js";
@@ -59,7 +60,7 @@ class SleepWait extends SuspensionClass<void> {
     shapes.sleepWait = this;
   }
   get description(): string {
-    return `sleep(${this.ms})`;
+    return `sleep(${roundMs(this.ms)})`;
   }
   waitDetail(): WaitDetail {
     return { kind: "sleep", ms: this.ms, until: this.at };

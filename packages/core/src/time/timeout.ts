@@ -3,6 +3,7 @@
  * @module
  */
 import { checkDurationMs, invalidRange, invalidType, TimeoutError } from "../errors.js";
+import { roundMs } from "../format-value.js";
 import { BoundOp4 } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import type { Clock } from "../kernel/clock.js";
@@ -75,13 +76,13 @@ function scopeLabel(
   options: TimeoutOptions | undefined,
 ): string {
   const call = api === "timeout" ? "timeout(ms, op" : "timeoutAt(at, op";
-  if (options === undefined) return `${api}(${bound})`;
+  if (options === undefined) return `${api}(${roundMs(bound)})`;
   if (typeof options !== "object" || options === null)
     throw invalidType(`${call}, options)`, "an object", options);
   const { label } = options;
-  if (label === undefined) return `${api}(${bound})`;
+  if (label === undefined) return `${api}(${roundMs(bound)})`;
   if (typeof label !== "string") throw invalidType(`${call}, { label })`, "a string", label);
-  return `${api}(${bound}, ${label})`;
+  return `${api}(${roundMs(bound)}, ${label})`;
 }
 
 /**
@@ -182,7 +183,7 @@ function* inTimeout<T>(
           kind: "timeout",
           at: clock.now(),
           scope: frame.info,
-          message: `${label}: timed out after ${timeoutMs} ms`,
+          message: `${label}: timed out after ${roundMs(timeoutMs)} ms`,
         },
         false,
       );

@@ -50,23 +50,25 @@ const CONNECT_TIMEOUT_MS = 10_000;
  *
  * @example
  * ```ts
- * import { createConnection } from "node:net";
  * import { run } from "@keel/core";
- * import { useBullQueue } from "@keel/worker/bullmq";
- * const up = await new Promise<boolean>((resolve) => {
- *   const probe = createConnection(6379, "127.0.0.1");
- *   probe.on("connect", () => { probe.destroy(); resolve(true); });
- *   probe.on("error", () => resolve(false));
- * });
- * if (up) {
+ * import { isRedisUnavailableError, useBullQueue } from "@keel/worker/bullmq";
+ * try {
  *   const counts = await run(function* () {
- *     const queue = yield* useBullQueue<string>({ name: "mail", connection: { host: "127.0.0.1", port: 6379 }, prefix: `doc-${Date.now()}` });
+ *     const queue = yield* useBullQueue<string>({
+ *       name: "mail",
+ *       connection: { host: "127.0.0.1", port: 6379 },
+ *       prefix: `doc-${Date.now()}`, // keys of its own, so the example touches no other queue
+ *       connectTimeoutMs: 2000, // how long to wait for Redis (default 10,000)
+ *     });
  *     yield* queue.add("hello", { id: "m1" });
  *     const c = yield* queue.counts();
- *     yield* queue.obliterate();
+ *     yield* queue.obliterate(); // removes the queue and its jobs from Redis
  *     return c;
  *   });
  *   console.log(counts.waiting); // 1
+ * } catch (e) {
+ *   if (!isRedisUnavailableError(e)) throw e;
+ *   console.log(e.message); // names the Redis it waited for, and how to start one
  * }
  * ```
  * @throws `TypeError` for a missing `name` or `connection`; `RangeError` for a `lockMs` that is not a

@@ -9,6 +9,7 @@ import type { ContextValues } from "./context-values.js";
 import { currentTask, delegate, taskOf } from "./current.js";
 import type { Frame } from "./frame.js";
 import { exitFrame } from "./frame-exit.js";
+import { checkLogFields, childWithFields, type LogFields, type SpawnOptions } from "./log-fields.js";
 import { ASK_TASK, checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
 import { withAsyncContext } from "./runtime.js";
 import { shapes } from "./shapes.js";
@@ -112,12 +113,29 @@ export function spawnInto<T>(
  * ```
  * @throws `TypeError` when `op` is not an operation; `KEEL_SCOPE_CLOSED` when no scope can own it.
  */
-export function spawn<T>(op: Op<T>, options?: { name?: string }): Operation<Task<T>> {
+export function spawn<T>(op: Op<T>, options?: SpawnOptions): Operation<Task<T>> {
   checkOp("spawn(op)", op);
   const name = checkOptions("spawn(op, options)", options)?.name;
   if (name !== undefined && typeof name !== "string")
     throw invalidType("spawn(op, { name })", "a string", name);
-  return new SpawnOperation(op, name);
+  const fields = checkLogFields("spawn(op, { logFields })", options?.logFields);
+  return fields ? new SpawnWithFields(op, name, fields) : new SpawnOperation(op, name);
+}
+
+/** A spawn with log fields: rarer (one per job), so the plain spawn's class stays as small as it is. */
+class SpawnWithFields<T> implements Operation<Task<T>> {
+  constructor(
+    private readonly op: Op<T>,
+    private readonly name: string | undefined,
+    private readonly fields: LogFields,
+  ) {}
+  *[Symbol.iterator](): Generator<unknown, Task<T>, unknown> {
+    const task = yield* currentTask("spawn(op)");
+    task.checkpoint();
+    const frame = task.top;
+    const { op, name, fields } = this;
+    return spawnInto(frame, op, name ?? nameOf(op, "task"), childWithFields(frame.contexts, fields));
+  }
 }
 
 /**
@@ -251,7 +269,7 @@ export interface Scope {
    * Starts `op` as a child of this scope; throws `KEEL_SCOPE_CLOSED` once the scope has finished.
    * The child's steps run in the async context (`AsyncLocalStorage`) in force at this call.
    */
-  spawn<T>(op: Op<T>, options?: { name?: string }): Task<T>;
+  spawn<T>(op: Op<T>, options?: SpawnOptions): Task<T>;
   /** True once the scope has finished and accepts no more children. */
   readonly closed: boolean;
 }
@@ -279,12 +297,16 @@ const USE_SCOPE: Operation<Scope> = {
     const task = yield* currentTask("useScope()");
     const frame = task.top;
     return {
-      spawn<T>(op: Op<T>, options?: { name?: string }) {
+      spawn<T>(op: Op<T>, options?: SpawnOptions) {
         checkOp("scope.spawn(op)", op);
+        const fields = checkLogFields("scope.spawn(op, { logFields })", options?.logFields);
         // Called from anywhere (a request handler's callback): the child runs in the caller's context.
-        return spawnInto(frame, op, options?.name ?? nameOf(op, "task"), {
-          asyncContext: captureAsyncContext(),
-        });
+        return spawnInto(
+          frame,
+          op,
+          options?.name ?? nameOf(op, "task"),
+          fields ? childWithFields(frame.contexts, fields) : { asyncContext: captureAsyncContext() },
+        );
       },
       get closed() {
         return frame.closed || frame.bodySettled;

@@ -16,7 +16,10 @@
 import { invalidType } from "../errors.js";
 import { type AsyncContext, captureAsyncContext, createHostStorage } from "./async-context.js";
 import type { ContextValues } from "./context-values.js";
-import { emittingTask, runningTask, type TaskImpl } from "./task.js";
+import { currentTask, taskOf } from "./current.js";
+import { nameOf, type Op, type Operation } from "./operation.js";
+import { spawnInto } from "./spawn-into.js";
+import { emittingTask, runningTask, type Task, type TaskImpl } from "./task.js";
 
 /**
  * Fields for log records: names to values a log line can print (strings, numbers, booleans).
@@ -128,9 +131,57 @@ export function childWithFields(
   fields: LogFields,
 ): { contexts: ContextValues; asyncContext: AsyncContext | undefined } {
   const outer = contexts[LOG_FIELDS_KEY] as LogFields | undefined;
-  const merged: LogFields = outer ? { ...outer, ...fields } : { ...fields };
+  // Kept as given when there is nothing to merge (a worker's delivery): read, never written.
+  const merged: LogFields = outer ? { ...outer, ...fields } : fields;
+  // A plain store, not `Object.create` with a descriptor (parsed per call): the same entry.
+  const own: ContextValues = Object.create(contexts);
+  own[LOG_FIELDS_KEY] = merged;
   return {
-    contexts: Object.create(contexts, { [LOG_FIELDS_KEY]: { value: merged, enumerable: true } }),
+    contexts: own,
     asyncContext: storage ? storage.run(merged, captureAsyncContext) : undefined,
   };
+}
+
+/**
+ * @internal A spawn with log fields: a class apart (one spawn per job uses it), so the plain spawn's
+ * stays as it is; like it, its own iterator and iterator result inside a task's step (no generator
+ * per job).
+ */
+export class SpawnWithFields<T>
+  implements Operation<Task<T>>, Iterator<unknown, Task<T>, unknown>, IteratorReturnResult<Task<T>>
+{
+  readonly done = true;
+  value: Task<T> = null as unknown as Task<T>;
+  constructor(
+    private readonly op: Op<T>,
+    private readonly name: string | undefined,
+    private readonly fields: LogFields,
+  ) {}
+  [Symbol.iterator](): Iterator<unknown, Task<T>, unknown> {
+    return runningTask() ? this : spawnWithFieldsAsking(this.op, this.name, this.fields);
+  }
+  next(): IteratorResult<unknown, Task<T>> {
+    this.value = spawnWithFieldsIn(taskOf(runningTask(), "spawn(op)"), this.op, this.name, this.fields);
+    return this;
+  }
+}
+
+function spawnWithFieldsIn<T>(
+  task: TaskImpl<unknown>,
+  op: Op<T>,
+  name: string | undefined,
+  fields: LogFields,
+): Task<T> {
+  task.checkpoint();
+  const frame = task.top;
+  return spawnInto(frame, op, name ?? nameOf(op, "task"), childWithFields(frame.contexts, fields));
+}
+
+/** Driven from outside a task's step: asks for the task first. */
+function* spawnWithFieldsAsking<T>(
+  op: Op<T>,
+  name: string | undefined,
+  fields: LogFields,
+): Generator<unknown, Task<T>, unknown> {
+  return spawnWithFieldsIn(yield* currentTask("spawn(op)"), op, name, fields);
 }

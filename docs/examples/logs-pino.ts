@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { Writable } from "node:stream";
-import { pinoLogger, run, shield, sleep, spawn, suspend, timeout } from "@keel/core";
+import { logFields, pinoLogger, run, shield, sleep, spawn, suspend, timeout, until } from "@keel/core";
 import { createVirtualClock } from "@keel/testing";
 import pino from "pino";
 
@@ -38,7 +38,8 @@ assert.match(String(overrun.path), /^app#\d+\/worker#\d+$/);
 assert.equal(overrun.sinceStartMs, 150);
 assert.equal(overrun.budgetMs, 100);
 
-// 2. Events on request: "info" adds cancellations, timeouts, retries' sleeps, breakers, jobs.
+// 2. Events on request: "info" adds what an operator reads (a timeout that fired, a retry given up,
+// a breaker, a job's outcome); the timeout's own cancellation request is debug.
 lines.length = 0;
 await run(
   function* report() {
@@ -48,7 +49,10 @@ await run(
   },
   { clock: createVirtualClock(), logger: pinoLogger(log), logEvents: "info" },
 );
-assert.deepEqual(lines.map((l) => l.keel).sort(), ["cancel:request", "timeout:fire"]);
+assert.deepEqual(
+  lines.map((l) => l.keel),
+  ["timeout:fire"],
+);
 assert.ok(lines.every((l) => l.level === 30)); // pino's info
 
 // 3. An error that reached its caller is not logged: the caller has it.
@@ -60,5 +64,43 @@ await run(
   { logger: pinoLogger(log) },
 ).catch(() => {});
 assert.deepEqual(lines, []);
+
+// 4. Log fields: a task spawned with `logFields` (a worker spawns each delivery with its queue, job
+// id and attempt) puts them on Keel's records about it, and a mixin reading `logFields()` puts them
+// on the application's own lines, in promise code too.
+const mine: Record<string, unknown>[] = [];
+const withJob = pino(
+  { level: "debug", mixin: () => logFields() },
+  new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split("\n")) if (line) mine.push(JSON.parse(line));
+      done();
+    },
+  }),
+);
+await run(
+  function* service() {
+    const job = yield* spawn(
+      function* handler() {
+        withJob.info("sending");
+        yield* until(Promise.resolve().then(() => withJob.info("sent")));
+        try {
+          yield* timeout(10, suspend);
+        } catch {} // its TimeoutError
+      },
+      { logFields: { queue: "mail", jobId: "m1", attempt: 1 } },
+    );
+    yield* job;
+  },
+  { clock: createVirtualClock(), logger: pinoLogger(withJob), logEvents: "info" },
+);
+assert.deepEqual(
+  mine.map((l) => [String(l.msg).split(" at ")[0], l.jobId]),
+  [
+    ["sending", "m1"],
+    ["sent", "m1"],
+    ["keel: timeout:fire", "m1"],
+  ],
+);
 
 console.log("logs-pino: ok");

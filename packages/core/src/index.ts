@@ -27,6 +27,8 @@ export type { Clock } from "./kernel/clock.js";
 export type { Context } from "./kernel/context.js";
 export { createContext } from "./kernel/context.js";
 export { action, call, until, useAbortSignal } from "./kernel/interop.js";
+// Log fields: a delivery's queue, job id and attempt on every record about it (issue 24 item 5).
+export { type LogFields, logFields, type SpawnOptions } from "./kernel/log-fields.js";
 // Observability (logs, diagnosis): issue 13.
 export type { Future, Op, Operation, OpValue, WaitDetail } from "./kernel/operation.js";
 export { race } from "./kernel/race.js";

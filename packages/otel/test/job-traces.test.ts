@@ -52,7 +52,14 @@ describe("@keel/otel: one trace per job", () => {
       // The handler's work is in the job's trace, under the job's span (its deadline merged in).
       const mine = spans.filter((s) => traceOf(s) === traceOf(job)).map((s) => s.name);
       expect(mine.sort()).toEqual(["job mail", "lookup"]);
-      expect(parentOf(only(spans.filter((s) => traceOf(s) === traceOf(job)), "lookup"))).toBe(idOf(job));
+      expect(
+        parentOf(
+          only(
+            spans.filter((s) => traceOf(s) === traceOf(job)),
+            "lookup",
+          ),
+        ),
+      ).toBe(idOf(job));
     }
     expect(new Set(jobs.map(traceOf)).size).toBe(3);
   });

@@ -72,8 +72,11 @@ function* slot<T>(pool: Pool<T>, s: Slot): Generator<unknown, void, unknown> {
       if (health.down) yield* health.answered();
       try {
         const attempts = job.attempts ?? config.attempts;
+        // Every record about the delivery, or a task under it, names its job; so do the lines of
+        // a logger whose mixin reads `logFields()`, promise code in the handler included.
         d.task = yield* spawn(new Bound(deliver<T>, pool, d, attempts), {
           name: `${engine.name}/${job.id} attempt ${job.attempt}/${attempts}`,
+          logFields: { queue: engine.name, jobId: job.id, attempt: job.attempt },
         });
         yield* d.task;
       } catch (e) {

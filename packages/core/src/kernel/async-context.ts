@@ -25,15 +25,35 @@ export interface AsyncContext {
 
 type AsyncResourceClass = new (type: string) => AsyncContext;
 
-function hostAsyncResource(): AsyncResourceClass | null {
-  const host = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
-  const hooks = host?.getBuiltinModule?.("node:async_hooks") as
-    | { AsyncResource?: AsyncResourceClass }
-    | undefined;
-  return hooks?.AsyncResource ?? null;
+/** The part of an `AsyncLocalStorage` the kernel uses. */
+export interface HostStorage<T> {
+  getStore(): T | undefined;
+  run<R>(store: T, fn: () => R): R;
 }
 
-const AsyncResource = hostAsyncResource();
+type AsyncLocalStorageClass = new () => HostStorage<unknown>;
+
+interface AsyncHooks {
+  AsyncResource?: AsyncResourceClass;
+  AsyncLocalStorage?: AsyncLocalStorageClass;
+}
+
+function hostAsyncHooks(): AsyncHooks | undefined {
+  const host = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
+  return host?.getBuiltinModule?.("node:async_hooks") as AsyncHooks | undefined;
+}
+
+const hooks = hostAsyncHooks();
+const AsyncResource = hooks?.AsyncResource ?? null;
+
+/**
+ * A new `AsyncLocalStorage`, or null on a host without one. Node enables a storage (and the async
+ * hooks every promise then pays for, before Node 24) on its first `run`, not here.
+ */
+export function createHostStorage<T>(): HostStorage<T> | null {
+  const Storage = hooks?.AsyncLocalStorage;
+  return Storage && AsyncResource ? (new Storage() as HostStorage<T>) : null;
+}
 
 /** The context of a host without async context: runs `fn` in whatever context is current. */
 export const NO_ASYNC_CONTEXT: AsyncContext = {

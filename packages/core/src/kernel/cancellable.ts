@@ -157,11 +157,11 @@ export abstract class CancellableTask {
 
   /** Makes the root frame and sets both `root` and `top` to it. */
   protected abstract openRoot(): Frame;
-  /** The context values the root frame is (or will be) made with. */
-  protected abstract get rootContextValues(): ContextValues;
+  /** The context values the root frame is (or will be) made with; kept once the task settles. */
+  abstract get rootContextValues(): ContextValues;
 
   /** The contexts in force at the top of the stack, without making the root frame for it. */
-  protected contextsNow(): ContextValues {
+  contextsNow(): ContextValues {
     return this.topFrame !== null ? this.topFrame.contexts : this.rootContextValues;
   }
   abstract get clock(): Clock;

@@ -2,93 +2,18 @@
  * `spawn`, `scoped` and `useScope`: children, and the scopes that own them.
  * @module
  */
-import { checkOptions, invalidType, KeelError } from "../errors.js";
-import { type AsyncContext, captureAsyncContext } from "./async-context.js";
+import { checkOptions, invalidType } from "../errors.js";
+import { captureAsyncContext } from "./async-context.js";
 import { BoundOp1 } from "./bound-op.js";
-import type { ContextValues } from "./context-values.js";
 import { currentTask, delegate, taskOf } from "./current.js";
-import type { Frame } from "./frame.js";
 import { exitFrame } from "./frame-exit.js";
+import { checkLogFields, childWithFields, type SpawnOptions, SpawnWithFields } from "./log-fields.js";
 import { ASK_TASK, checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
-import { withAsyncContext } from "./runtime.js";
 import { shapes } from "./shapes.js";
-import { runningTask, type Task, TaskImpl, type TaskInit } from "./task.js";
+import { spawnInto } from "./spawn-into.js";
+import { runningTask, type Task, type TaskImpl } from "./task.js";
 
-/** What `spawnInto` may be told; most spawns pass nothing. */
-export interface SpawnIntoOptions {
-  shielded?: boolean;
-  resource?: boolean;
-  deadline?: number;
-  asyncContext?: AsyncContext;
-  /** The child's contexts, when not the frame's (a shield's work starts inside its limit and cap). */
-  contexts?: ContextValues;
-}
-
-const NO_OPTIONS: SpawnIntoOptions = Object.freeze({});
-
-/**
- * One init record for every child: the task's constructor reads it and keeps nothing of it, and
- * spawns never nest inside that read, so filling this one costs no allocation per child (a record
- * per spawn was ~90 bytes of garbage each, on the spawn+join bench row).
- */
-const childInit: { -readonly [K in keyof TaskInit]-?: TaskInit[K] } = {
-  name: "",
-  parent: null,
-  owner: null,
-  runtime: null as unknown as TaskInit["runtime"],
-  contexts: null as unknown as TaskInit["contexts"],
-  deadline: Infinity,
-  shielded: false,
-  resource: false,
-  longLived: false,
-};
-
-/**
- * Starts `op` as a child task owned by `frame`; throws `KEEL_SCOPE_CLOSED` if the frame has ended.
- * The child's steps run in `options.asyncContext`, by default in its parent's (a spawn from a step
- * of the parent runs in the parent's context).
- */
-export function spawnInto<T>(
-  frame: Frame,
-  op: Op<T>,
-  name: string,
-  options: SpawnIntoOptions = NO_OPTIONS,
-): TaskImpl<T> {
-  const parent = frame.task;
-  if (frame.closed || frame.bodySettled || parent.isSettled) {
-    throw new KeelError(
-      "KEEL_SCOPE_CLOSED",
-      `spawn(${name}): the scope ${frame.label} of ${parent.path} has finished`,
-    );
-  }
-  const deadline = options.deadline ?? (parent.top === frame ? parent.effectiveDeadline() : frame.deadline);
-  const ctx = options.asyncContext;
-  const init = childInit;
-  init.name = name;
-  init.parent = parent;
-  init.owner = frame;
-  init.runtime =
-    ctx === undefined || ctx === parent.runtime.asyncContext
-      ? parent.runtime
-      : withAsyncContext(parent.runtime, ctx);
-  init.contexts = options.contexts ?? frame.contexts;
-  init.deadline = deadline;
-  init.shielded = options.shielded ?? false;
-  init.resource = options.resource ?? false;
-  let child: TaskImpl<T>;
-  try {
-    child = new TaskImpl(op, init);
-  } finally {
-    // Nothing of a parent's tree stays reachable from the shared record.
-    init.parent = null;
-    init.owner = null;
-    init.runtime = null as unknown as TaskInit["runtime"];
-    init.contexts = null as unknown as TaskInit["contexts"];
-  }
-  frame.addChild(child);
-  if (options.resource) frame.countResource(1);
-  return child.start();
-}
+export { type SpawnIntoOptions, spawnInto } from "./spawn-into.js";
 
 /**
  * Starts `op` as a child of the current scope and returns its task at once; the child's body starts
@@ -113,12 +38,13 @@ export function spawnInto<T>(
  * ```
  * @throws `TypeError` when `op` is not an operation; `KEEL_SCOPE_CLOSED` when no scope can own it.
  */
-export function spawn<T>(op: Op<T>, options?: { name?: string }): Operation<Task<T>> {
+export function spawn<T>(op: Op<T>, options?: SpawnOptions): Operation<Task<T>> {
   checkOp("spawn(op)", op);
   const name = checkOptions("spawn(op, options)", options)?.name;
   if (name !== undefined && typeof name !== "string")
     throw invalidType("spawn(op, { name })", "a string", name);
-  return new SpawnOperation(op, name);
+  const fields = checkLogFields("spawn(op, { logFields })", options?.logFields);
+  return fields ? new SpawnWithFields(op, name, fields) : new SpawnOperation(op, name);
 }
 
 /**
@@ -252,7 +178,7 @@ export interface Scope {
    * Starts `op` as a child of this scope; throws `KEEL_SCOPE_CLOSED` once the scope has finished.
    * The child's steps run in the async context (`AsyncLocalStorage`) in force at this call.
    */
-  spawn<T>(op: Op<T>, options?: { name?: string }): Task<T>;
+  spawn<T>(op: Op<T>, options?: SpawnOptions): Task<T>;
   /** True once the scope has finished and accepts no more children. */
   readonly closed: boolean;
 }
@@ -280,12 +206,16 @@ const USE_SCOPE: Operation<Scope> = {
     const task = yield* currentTask("useScope()");
     const frame = task.top;
     return {
-      spawn<T>(op: Op<T>, options?: { name?: string }) {
+      spawn<T>(op: Op<T>, options?: SpawnOptions) {
         checkOp("scope.spawn(op)", op);
+        const fields = checkLogFields("scope.spawn(op, { logFields })", options?.logFields);
         // Called from anywhere (a request handler's callback): the child runs in the caller's context.
-        return spawnInto(frame, op, options?.name ?? nameOf(op, "task"), {
-          asyncContext: captureAsyncContext(),
-        });
+        return spawnInto(
+          frame,
+          op,
+          options?.name ?? nameOf(op, "task"),
+          fields ? childWithFields(frame.contexts, fields) : { asyncContext: captureAsyncContext() },
+        );
       },
       get closed() {
         return frame.closed || frame.bodySettled;

@@ -174,6 +174,17 @@ export function runningTask(): TaskImpl<unknown> | null {
 }
 
 /**
+ * The task whose event is being handed out (to `onEvent`, a logger), else null: a record is about
+ * that task, which is often not the running one (a `cancel:request` is made by the canceller).
+ */
+let emitting: TaskImpl<unknown> | null = null;
+
+/** @internal The task whose event is being handed out, else null (see `log-fields.ts`). */
+export function emittingTask(): TaskImpl<unknown> | null {
+  return emitting;
+}
+
+/**
  * @internal Runs `fn` as outside any task's step: for another runtime's code started from a step
  * (effection's), so that a Keel operation it drives by mistake fails as it would anywhere else
  * instead of silently joining the task that happened to start it.
@@ -255,7 +266,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     }
   }
 
-  protected get rootContextValues(): ContextValues {
+  get rootContextValues(): ContextValues {
     return this.rootContexts;
   }
 
@@ -837,13 +848,19 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
 
   emit(event: KeelEventInput): void {
     if (!this.runtime.listening && !warningEvents.has(event.type)) return;
-    this.runtime.emit({
-      ...event,
-      at: this.clock.now(),
-      taskId: this.id,
-      path: this.path,
-      rootId: this.runtime.rootId,
-    } as KeelEvent);
+    const outer = emitting;
+    emitting = this;
+    try {
+      this.runtime.emit({
+        ...event,
+        at: this.clock.now(),
+        taskId: this.id,
+        path: this.path,
+        rootId: this.runtime.rootId,
+      } as KeelEvent);
+    } finally {
+      emitting = outer;
+    }
   }
 
   /** Every live child, across the task's frames (for snapshots and leak checks). */

@@ -4,8 +4,10 @@
  */
 import { invalidType } from "../errors.js";
 import { printThrown, roundMs } from "../format-value.js";
+import { NO_FIELDS as NO_TASK_FIELDS, recordFields } from "../kernel/log-fields.js";
 import { describeWarning } from "../kernel/runtime.js";
-import { type KeelEvent, type KeelEventType, warningEvents } from "./events.js";
+import type { KeelEvent, KeelEventType } from "./events.js";
+import { ErrorSummary, errorAtInfo, levelOf } from "./levels.js";
 
 /**
  * How much a record matters; `error` is only `main`'s report of a failed root.
@@ -53,9 +55,12 @@ export interface LogRecord {
   /** Milliseconds since the root started, on its clock. */
   readonly sinceStartMs: number;
   /**
-   * The event's own fields (`reason`, `error`, `budgetMs`, `waitingOn`…), as people read them:
-   * durations (`…Ms`) to at most one decimal, the `deadline` instant as an ISO date like `time`;
-   * `main`'s extras (`tree`).
+   * The log fields of the task the record is about (a worker's job: `queue`, `jobId`, `attempt`; see
+   * `spawn`'s `logFields`), then the event's own (`reason`, `error`, `budgetMs`, `waitingOn`…), as
+   * people read them: durations (`…Ms`) to at most one decimal, the `deadline` instant as an ISO
+   * date like `time`; `main`'s extras (`tree`). In an `info` record an `error` is
+   * `{ type, message, code }`, without its stack, unless it ended a job (a dead letter); `debug` and
+   * `warn` records carry the error.
    */
   readonly fields: Readonly<Record<string, unknown>>;
 }
@@ -74,7 +79,10 @@ export interface LogRecord {
 export type KeelLogger = (record: LogRecord) => void;
 
 /**
- * Which events a logger gets besides warnings: `true` or `"debug"` every one, `"info"` the notable.
+ * Which events a logger gets besides warnings: `true` or `"debug"` every one, `"info"` the notable:
+ * a job's outcome (one line per delivery), a timeout that fired, a retry given up, a breaker's
+ * change, the shutdown's steps. Starts, settles, attempts, HTTP phases and errors, retries that
+ * recovered, waits and the cancellations a scope makes as it exits are `debug`.
  *
  * @example
  * ```ts
@@ -87,39 +95,16 @@ export type KeelLogger = (record: LogRecord) => void;
  */
 export type LogEvents = boolean | "debug" | "info";
 
-/**
- * Debug: the events every task or request has (starts, settles, phases, attempts). Info: the rest
- * that is not a warning (a cancellation, a timeout, a retry's sleep or give-up, a breaker, a job).
- */
-const DEBUG_EVENTS: ReadonlySet<KeelEventType> = new Set<KeelEventType>([
-  "task:start",
-  "task:settle",
-  "timeout:superseded",
-  "timeout:start",
-  "timeout:end",
-  "retry:start",
-  "retry:attempt",
-  "retry:end",
-  "http:request",
-  "http:connect",
-  "http:headers",
-  "http:body",
-  "shield:delay",
-  "worker:add",
-]);
-
-/** The level of an event's record. */
-export function levelOf(type: KeelEventType): LogLevel {
-  if (warningEvents.has(type)) return "warn";
-  return DEBUG_EVENTS.has(type) ? "debug" : "info";
-}
-
 /** @internal Turns an event into its record; `origin` is the root's start on its clock. */
 export function eventRecord(event: KeelEvent, origin: number): LogRecord {
-  const { type, at, taskId, path, ...fields } = event;
+  const { type, at, taskId, path, ...own } = event;
   const said = describeWarning(event);
+  const level = levelOf(event);
+  if (level === "info" && "error" in own) (own as { error: unknown }).error = errorAtInfo(event, own.error);
+  const task = recordFields();
+  const fields = task === NO_TASK_FIELDS ? own : withTaskFields(type, own, task);
   return {
-    level: levelOf(type),
+    level,
     message: `keel: ${type} at ${path}${said ? `: ${said}` : ""}`,
     event: type,
     path,
@@ -146,6 +131,26 @@ function readableFields(fields: Record<string, unknown>): Record<string, unknown
   return out ?? fields;
 }
 
+/**
+ * The task's log fields over the event's: they say which job (or request) a record belongs to, and a
+ * filter on them (`jobId=m1 attempt=2`) must find every record of it. An event's field that one of
+ * them hides with another value keeps its value under its family's name (`retry:giveup`'s own
+ * `attempt` becomes `retryAttempt`); a field with the same value (a `worker:job`'s) is one field.
+ */
+function withTaskFields(
+  type: KeelEventType,
+  own: Record<string, unknown>,
+  task: Readonly<Record<string, unknown>>,
+): Record<string, unknown> {
+  const fields: Record<string, unknown> = { ...own, ...task };
+  for (const name in task) {
+    if (!(name in own) || Object.is(own[name], task[name])) continue;
+    const family = type.slice(0, type.indexOf(":"));
+    fields[`${family}${name.charAt(0).toUpperCase()}${name.slice(1)}`] = own[name];
+  }
+  return fields;
+}
+
 /** An ISO date for a clock reading; a clock far outside dates' range still gives a record. */
 export function isoTime(at: number): string {
   const d = new Date(at);
@@ -166,7 +171,7 @@ export function composeListener(
     logEvents === true || logEvents === "debug" ? "debug" : logEvents === "info" ? "info" : "warn";
   const toLogger = logger
     ? (event: KeelEvent) => {
-        const level = levelOf(event.type);
+        const level = levelOf(event);
         if (minimum === "warn" ? level !== "warn" : minimum === "info" && level === "debug") return;
         deliver(logger, eventRecord(event, origin));
       }
@@ -204,7 +209,7 @@ export function deliver(logger: KeelLogger, record: LogRecord): void {
  *   debug: () => {},
  * };
  * await run(function* () { try { yield* timeout(5, sleep(10)); } catch {} }, { logger: pinoLogger(console_), logEvents: "info" });
- * console.log(lines.length); // 2: the timeout firing and its cancellation request
+ * console.log(lines.length); // 1: the timeout firing (its cancellation request is debug)
  * ```
  */
 export interface PinoLike {
@@ -217,8 +222,12 @@ export interface PinoLike {
 /**
  * A {@link KeelLogger} writing to a pino logger (or anything with pino's `warn`/`info`/`debug`
  * methods): each record at its level, as `{ keel: type, path, taskId, sinceStartMs, ...fields }`
- * with the record's message; an `error` field goes under `err`, so pino's error serializer prints
- * its stack. pino adds its own `time`. Keel does not import pino.
+ * with the record's message (`fields` holds the task's log fields: a job's `queue`, `jobId` and
+ * `attempt`); an `error` field goes under `err`, so pino's error serializer prints it with its
+ * stack, except an `info` record's summary of one (`{ type, message, code }`, see
+ * {@link LogRecord}), which goes under `error`. pino adds its own `time`. For the
+ * application's own lines, a mixin reading `logFields()` adds the same fields. Keel does not import
+ * pino.
  *
  * @example
  * ```ts
@@ -231,8 +240,8 @@ export interface PinoLike {
  *   });
  *   yield* sleep(1);
  *   yield* w.cancel();
- * }, { logger: pinoLogger(log), logEvents: "info" });
- * // {"level":30,…,"keel":"cancel:request","path":"run#1/worker#2",…,"msg":"keel: cancel:request at run#1/worker#2"}
+ * }, { logger: pinoLogger(log), logEvents: "debug" });
+ * // {"level":20,…,"keel":"cancel:request","path":"run#1/worker#2",…,"msg":"keel: cancel:request at run#1/worker#2"}
  * ```
  */
 export function pinoLogger(pino: PinoLike): KeelLogger {
@@ -257,7 +266,10 @@ export function pinoLogger(pino: PinoLike): KeelLogger {
       sinceStartMs: r.sinceStartMs,
       ...rest,
     };
-    if (error !== undefined) object.err = error;
+    // A full error under `err`, where pino's serializer prints its stack; a summary (an `info`
+    // record's) under `error`, which the serializer leaves as it is.
+    if (ErrorSummary.is(error)) object.error = error;
+    else if (error !== undefined) object.err = error;
     if (r.level === "error") (pino.error ?? pino.warn).call(pino, object, r.message);
     else pino[r.level](object, r.message);
   };

@@ -144,7 +144,7 @@ describe("poison values in descriptions, prints, events and logs", () => {
     });
     const value = await run(
       function* throwingListeners() {
-        yield* emitEvent({ type: "worker:job", queue: "q", jobId: "p", attempt: 1, transition: "start" });
+        yield* emitEvent({ type: "worker:job", queue: "q", jobId: "p", attempt: 1, transition: "complete" });
         return "went on";
       },
       {

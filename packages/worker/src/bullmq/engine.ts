@@ -81,7 +81,13 @@ export class BullEngine<T> implements QueueEngine<T> {
     const keel: KeelOpts = {};
     if (o.deadlineAt !== Infinity) keel.deadlineAt = o.deadlineAt;
     const options = writeTrace<
-      { jobId?: string; delay?: number; priority?: number; attempts?: number; keel?: KeelOpts } & TelemetryOptions
+      {
+        jobId?: string;
+        delay?: number;
+        priority?: number;
+        attempts?: number;
+        keel?: KeelOpts;
+      } & TelemetryOptions
     >({}, o.trace);
     if (o.delayMs > 0) options.delay = o.delayMs;
     if (o.priority > 0) options.priority = o.priority;

@@ -5,6 +5,7 @@
  */
 import { Agent } from "undici";
 import { KeelError } from "../errors.js";
+import { hostTimers } from "../kernel/host.js";
 import { until } from "../kernel/interop.js";
 import type { Operation } from "../kernel/operation.js";
 import { resource } from "../kernel/resource.js";
@@ -138,7 +139,7 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       const destroyed = own ? agent.destroy().catch(() => {}) : Promise.resolve();
       // After undici's own teardown: what it lost track of (see connections.ts) closes too.
       connections.destroyAll();
-      if (release) destroyed.then(() => setImmediate(release));
+      if (release) destroyed.then(() => hostTimers.setImmediate(release));
       yield* until(destroyed);
     }
   });

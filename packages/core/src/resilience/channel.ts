@@ -6,6 +6,7 @@
 import { invalidRange, KeelError } from "../errors.js";
 import { BoundOp1, BoundOp2 } from "../kernel/bound-op.js";
 import { currentTask } from "../kernel/current.js";
+import { hostTimers } from "../kernel/host.js";
 import type { Operation } from "../kernel/operation.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { park } from "./park.js";
@@ -241,7 +242,7 @@ function* nextBody<T>(ch: ChannelImpl<T>): Generator<unknown, IteratorResult<T, 
         const i = receivers.indexOf(p);
         if (i >= 0) receivers.splice(i, 1);
         // Woken but leaving without its value (cancelled): offer it to the next receiver.
-        if (p.notified) queueMicrotask(ch.pump);
+        if (p.notified) hostTimers.queueMicrotask(ch.pump);
       },
       () => `${ch.name}: receive, empty (${receivers.length} receiving)`,
     );

@@ -2,13 +2,15 @@
  * `spawn`, `scoped` and `useScope`: children, and the scopes that own them.
  * @module
  */
+
 import { checkOptions, invalidType, KeelError } from "../errors.js";
 import { type AsyncContext, captureAsyncContext } from "./async-context.js";
-import { BoundOp1 } from "./bound-op.js";
+import { BoundOp1, nameBody } from "./bound-op.js";
 import type { ContextValues } from "./context-values.js";
 import { currentTask, delegate, taskOf } from "./current.js";
 import type { Frame } from "./frame.js";
 import { exitFrame } from "./frame-exit.js";
+import { type NotAPromise, notAPromise, notAPromiseClass, OP_LABEL } from "./not-a-promise.js";
 import { ASK_TASK, checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
 import { withAsyncContext } from "./runtime.js";
 import { shapes } from "./shapes.js";
@@ -112,7 +114,7 @@ export function spawnInto<T>(
  * ```
  * @throws `TypeError` when `op` is not an operation; `KEEL_SCOPE_CLOSED` when no scope can own it.
  */
-export function spawn<T>(op: Op<T>, options?: { name?: string }): Operation<Task<T>> {
+export function spawn<T>(op: Op<T>, options?: { name?: string }): Operation<Task<T>> & NotAPromise {
   checkOp("spawn(op)", op);
   const name = checkOptions("spawn(op, options)", options)?.name;
   if (name !== undefined && typeof name !== "string")
@@ -127,8 +129,14 @@ export function spawn<T>(op: Op<T>, options?: { name?: string }): Operation<Task
  * the task first.
  */
 class SpawnOperation<T>
-  implements Operation<Task<T>>, Iterator<unknown, Task<T>, unknown>, IteratorReturnResult<Task<T>>
+  implements
+    Operation<Task<T>>,
+    NotAPromise,
+    Iterator<unknown, Task<T>, unknown>,
+    IteratorReturnResult<Task<T>>
 {
+  // biome-ignore lint/suspicious/noThenProperty: a `then` that throws: awaiting an operation is a mistake.
+  declare readonly then: NotAPromise["then"];
   readonly done = true;
   /** The child of the latest spawn (a settled task stays small), read by `yield*` as the result. */
   value: Task<T> = null as unknown as Task<T>;
@@ -148,6 +156,8 @@ class SpawnOperation<T>
     return this;
   }
 }
+notAPromiseClass(SpawnOperation.prototype);
+Object.defineProperty(SpawnOperation.prototype, OP_LABEL, { value: "spawn(…)" });
 
 function spawnHere<T>(
   task: TaskImpl<unknown>,
@@ -197,9 +207,9 @@ class SpawnIterator<T> implements Iterator<unknown, Task<T>, unknown> {
  * console.log(result, beats); // "done" 2
  * ```
  */
-export function scoped<T>(op: Op<T>): Operation<T> {
+export function scoped<T>(op: Op<T>): Operation<T> & NotAPromise {
   checkOp("scoped(op)", op);
-  return new BoundOp1(inScope, op) as Operation<T>;
+  return new BoundOp1(inScope, op) as Operation<T> & NotAPromise;
 }
 
 function* inScope<T>(op: Op<T>): Generator<unknown, T, unknown> {
@@ -269,26 +279,32 @@ export interface Scope {
  * });
  * ```
  */
-export function useScope(): Operation<Scope> {
+export function useScope(): Operation<Scope> & NotAPromise {
   return USE_SCOPE;
 }
 
 /** Shared: it holds no state, and a literal with a generator method per call costs ~400 ns. */
-const USE_SCOPE: Operation<Scope> = {
-  *[Symbol.iterator]() {
-    const task = yield* currentTask("useScope()");
-    const frame = task.top;
-    return {
-      spawn<T>(op: Op<T>, options?: { name?: string }) {
-        checkOp("scope.spawn(op)", op);
-        // Called from anywhere (a request handler's callback): the child runs in the caller's context.
-        return spawnInto(frame, op, options?.name ?? nameOf(op, "task"), {
-          asyncContext: captureAsyncContext(),
-        });
-      },
-      get closed() {
-        return frame.closed || frame.bodySettled;
-      },
-    };
+const USE_SCOPE: Operation<Scope> & NotAPromise = notAPromise(
+  {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("useScope()");
+      const frame = task.top;
+      return {
+        spawn<T>(op: Op<T>, options?: { name?: string }) {
+          checkOp("scope.spawn(op)", op);
+          // Called from anywhere (a request handler's callback): the child runs in the caller's context.
+          return spawnInto(frame, op, options?.name ?? nameOf(op, "task"), {
+            asyncContext: captureAsyncContext(),
+          });
+        },
+        get closed() {
+          return frame.closed || frame.bodySettled;
+        },
+      };
+    },
   },
-};
+  "useScope()",
+);
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(inScope, "scoped");

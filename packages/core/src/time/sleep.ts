@@ -2,10 +2,12 @@
  * `sleep`: wait for a duration on the runtime's clock.
  * @module
  */
+
 import { checkDurationMs } from "../errors.js";
-import { BoundOp1 } from "../kernel/bound-op.js";
+import { BoundOp1, nameBody } from "../kernel/bound-op.js";
 import type { Clock } from "../kernel/clock.js";
 import { taskOf } from "../kernel/current.js";
+import type { NotAPromise } from "../kernel/not-a-promise.js";
 import {
   CURRENT_TASK,
   type Operation,
@@ -33,7 +35,7 @@ const SLEPT: Outcome<void> = Object.freeze({ ok: true, value: undefined });
  * ```
  * @throws `RangeError` for a negative or NaN `ms`, at the call.
  */
-export function sleep(ms: number): Operation<void> {
+export function sleep(ms: number): Operation<void> & NotAPromise {
   checkDurationMs("sleep(ms)", ms);
   return new BoundOp1(sleepFor, ms);
 }
@@ -69,3 +71,6 @@ class SleepWait extends SuspensionClass<void> {
   }
 }
 suspensionClass(SleepWait, "normal");
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(sleepFor, "sleep");

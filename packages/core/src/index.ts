@@ -28,6 +28,7 @@ export type { Context } from "./kernel/context.js";
 export { createContext } from "./kernel/context.js";
 export { action, call, until, useAbortSignal } from "./kernel/interop.js";
 // Observability (logs, diagnosis): issue 13.
+export type { NotAPromise } from "./kernel/not-a-promise.js";
 export type { Future, Op, Operation, OpValue, WaitDetail } from "./kernel/operation.js";
 export { race } from "./kernel/race.js";
 export type { RandomSource } from "./kernel/random.js";

@@ -6,8 +6,8 @@
  * installs the tarballs into a new project outside the repository (no workspace links; peers and
  * tools at the repository's own pinned versions, from npm's cache when it has them), and there:
  * checks that every file the `exports` maps and the source maps name is in the tarball, imports
- * every entry point from ESM, bundles every entry point with esbuild and runs them with tsx under
- * the `source` condition, bundles a run+timeout+retry program minified and runs it (so
+ * every entry point from ESM and requires each from CommonJS (`require(esm)`), bundles every entry
+ * point with esbuild and runs them with tsx under the `source` condition, bundles a run+timeout+retry program minified and runs it (so
  * `sideEffects: false` is tried), type-checks a consumer under `moduleResolution` `node16` and
  * `bundler`, runs a vitest test that uses `@keel/testing`, and runs `publint --strict` on each
  * tarball.
@@ -175,6 +175,23 @@ try {
     writeFileSync(join(app, "imports.mjs"), `${lines.join("\n")}\n`);
     sh("node", ["imports.mjs"], app, "importing the entry points");
     return codeEntries.map((e) => e.specifier).join(", ");
+  });
+
+  check("require() every entry point from CommonJS (require(esm), what engines promises)", () => {
+    // `engines` admits Node 20.19+ and 22.12+ because there `require()` loads an ES module unflagged:
+    // a CommonJS project's `require("@keel/core")` must work on the Node this check runs on.
+    if (!process.features.require_module)
+      throw new Error(`node ${process.version} has no require(esm); engines admits only versions that do`);
+    const lines = codeEntries.map((e, i) => `const m${i} = require(${JSON.stringify(e.specifier)});`);
+    lines.push(
+      `const counts = [${codeEntries.map((_, i) => `Object.keys(m${i}).length`).join(", ")}];`,
+      "if (counts.some((n) => n === 0)) throw new Error('an entry point required empty: ' + counts);",
+      "console.log(counts.join(' '));",
+    );
+    writeFileSync(join(app, "requires.cjs"), `${lines.join("\n")}\n`);
+    // Without --no-warnings: an ExperimentalWarning is fine, a failure is not.
+    sh("node", ["requires.cjs"], app, "requiring the entry points");
+    return `${codeEntries.length} entry points on ${process.version}`;
   });
 
   check("bundle every entry point with esbuild, and run them with tsx, under the source condition", () => {

@@ -67,6 +67,10 @@ export const errorCodes = {
     raisedBy: "an HTTP body read whole (text, bytes, json, getJson) larger than maxResponseBytes",
     retryable: false,
   },
+  KEEL_OPERATION_AWAITED: {
+    raisedBy: "`await op` (or a promise resolved with an operation): an operation awaited instead of run",
+    retryable: false,
+  },
   KEEL_NOT_AN_INSTRUCTION: {
     raisedBy: "a generator that yields a value instead of yield* an operation",
     retryable: false,
@@ -184,6 +188,10 @@ function describeValue(v: unknown): string {
   if (typeof v === "string") return JSON.stringify(v);
   if (typeof v === "function") return `function ${v.name || "(anonymous)"}`;
   if (v === null || typeof v !== "object") return String(v);
+  // An operation has a `then` too (it throws): name it for what it is, before the promise test.
+  const isIterable = typeof (v as Iterable<unknown>)[Symbol.iterator] === "function";
+  if (isIterable && !Array.isArray(v) && typeof (v as PromiseLike<unknown>).then === "function")
+    return "an operation (run it with `yield*`)";
   if (typeof (v as PromiseLike<unknown>).then === "function") return "a promise (wrap it: until(promise))";
   return Array.isArray(v) ? "an array" : "an object";
 }

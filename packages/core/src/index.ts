@@ -30,6 +30,7 @@ export { action, call, until, useAbortSignal } from "./kernel/interop.js";
 // Log fields: a delivery's queue, job id and attempt on every record about it (issue 24 item 5).
 export { type LogFields, logFields, type SpawnOptions } from "./kernel/log-fields.js";
 // Observability (logs, diagnosis): issue 13.
+export type { NotAPromise } from "./kernel/not-a-promise.js";
 export type { Future, Op, Operation, OpValue, WaitDetail } from "./kernel/operation.js";
 export { race } from "./kernel/race.js";
 export type { RandomSource } from "./kernel/random.js";

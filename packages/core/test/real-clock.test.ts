@@ -18,6 +18,7 @@ import {
   type Task,
   timeout,
 } from "../src/index.js";
+import { hostTimers } from "../src/kernel/host.js";
 import type { TaskImpl } from "../src/kernel/task.js";
 import { createRealClock, realClock } from "../src/time/real-clock.js";
 
@@ -33,9 +34,9 @@ type Handle = ReturnType<typeof setTimeout> | ReturnType<typeof setImmediate>;
  */
 function trackHostTimers(): { held(): number } {
   const armed = new Set<Handle>();
-  const { setTimeout: hostTimeout, setImmediate: hostImmediate } = globalThis;
-  const { clearTimeout: hostClearTimeout, clearImmediate: hostClearImmediate } = globalThis;
-  vi.spyOn(globalThis, "setTimeout").mockImplementation(((fn: () => void, ms?: number) => {
+  const { setTimeout: hostTimeout, setImmediate: hostImmediate } = hostTimers;
+  const { clearTimeout: realClearTimeout, clearImmediate: realClearImmediate } = hostTimers;
+  vi.spyOn(hostTimers, "setTimeout").mockImplementation(((fn: () => void, ms?: number) => {
     const handle = hostTimeout(() => {
       armed.delete(handle);
       fn();
@@ -43,7 +44,7 @@ function trackHostTimers(): { held(): number } {
     armed.add(handle);
     return handle;
   }) as typeof setTimeout);
-  vi.spyOn(globalThis, "setImmediate").mockImplementation(((fn: () => void) => {
+  vi.spyOn(hostTimers, "setImmediate").mockImplementation(((fn: () => void) => {
     const handle = hostImmediate(() => {
       armed.delete(handle);
       fn();
@@ -51,13 +52,13 @@ function trackHostTimers(): { held(): number } {
     armed.add(handle);
     return handle;
   }) as typeof setImmediate);
-  vi.spyOn(globalThis, "clearTimeout").mockImplementation((handle) => {
+  vi.spyOn(hostTimers, "clearTimeout").mockImplementation((handle) => {
     armed.delete(handle as Handle);
-    hostClearTimeout(handle);
+    realClearTimeout(handle);
   });
-  vi.spyOn(globalThis, "clearImmediate").mockImplementation((handle) => {
+  vi.spyOn(hostTimers, "clearImmediate").mockImplementation((handle) => {
     armed.delete(handle as Handle);
-    hostClearImmediate(handle);
+    realClearImmediate(handle);
   });
   return { held: () => [...armed].filter((h) => h.hasRef()).length };
 }
@@ -168,7 +169,7 @@ describe("createRealClock", () => {
 
   it("a timer further away than a host timer can wait is armed at the host's limit, without a warning", () => {
     const warn = vi.spyOn(process, "emitWarning");
-    const setTimeoutSpy = vi.spyOn(globalThis, "setTimeout");
+    const setTimeoutSpy = vi.spyOn(hostTimers, "setTimeout");
     const clock = createRealClock();
     const cancelFar = clock.schedule(clock.now() + 30 * DAY_MS, () => {});
     const cancelNever = clock.schedule(Infinity, () => {});
@@ -182,12 +183,12 @@ describe("createRealClock", () => {
     const delays: number[] = [];
     let wake: (() => void) | null = null;
     const handle = { ref: () => handle, unref: () => handle, hasRef: () => true };
-    vi.spyOn(globalThis, "setTimeout").mockImplementation(((fn: () => void, ms?: number) => {
+    vi.spyOn(hostTimers, "setTimeout").mockImplementation(((fn: () => void, ms?: number) => {
       delays.push(ms ?? 0);
       wake = fn;
       return handle;
     }) as unknown as typeof setTimeout);
-    vi.spyOn(globalThis, "clearTimeout").mockImplementation(() => {});
+    vi.spyOn(hostTimers, "clearTimeout").mockImplementation(() => {});
     const clock = createRealClock();
     let fired = false;
     const cancel = clock.schedule(clock.now() + 30 * DAY_MS, () => {

@@ -149,3 +149,63 @@ describe("task.cancel(message)", () => {
     await h.expectClean();
   });
 });
+
+describe("task.cancel() is a real promise and an operation", () => {
+  it("has then, catch and finally, is instanceof Promise, and fulfills once the task has unwound", async () => {
+    const h = createHarness();
+    const task = h.run(function* worker() {
+      try {
+        yield* suspend();
+      } finally {
+        yield* sleep(20);
+      }
+    });
+    await new Promise((r) => setImmediate(r));
+    const stopped = task.cancel("enough");
+    expect(stopped).toBeInstanceOf(Promise);
+    expect(typeof stopped.catch).toBe("function");
+    const order: string[] = [];
+    const caught = stopped.catch(() => order.push("never rejects"));
+    await stopped.finally(() => order.push(`finally ${task.state} @${h.clock.now()}`));
+    await caught;
+    expect(order).toEqual(["finally cancelled @20"]);
+    expectTypeOf(stopped).toMatchTypeOf<Promise<void>>();
+    await h.expectClean();
+  });
+
+  it("yield* task.cancel() waits for the task inside a generator, as before", async () => {
+    const h = createHarness();
+    const worker = h.run(function* worker() {
+      try {
+        yield* suspend();
+      } finally {
+        yield* sleep(20);
+      }
+    });
+    const at = await h.run(function* boss() {
+      yield* sleep(10);
+      yield* worker.cancel();
+      return h.clock.now();
+    });
+    expect(at).toBe(30);
+    expect(worker.state).toBe("cancelled");
+    await h.expectClean();
+  });
+
+  it("cancelling a settled task returns a promise that is already fulfilled; cancel is idempotent", async () => {
+    const h = createHarness();
+    const task = h.run(seven);
+    expect(await task).toBe(7);
+    await expect(task.cancel()).resolves.toBeUndefined();
+    expect(task.state).toBe("completed");
+  });
+
+  it("a task itself is instanceof Promise, with a promise's then, catch and finally", async () => {
+    const h = createHarness();
+    const task = h.run(seven);
+    expect(task).toBeInstanceOf(Promise);
+    expect(Object.prototype.toString.call(task)).toBe("[object Task]");
+    expect(await task.finally(() => {})).toBe(7);
+    await h.expectClean();
+  });
+});

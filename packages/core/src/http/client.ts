@@ -3,9 +3,12 @@
  * retries by status, and the deadline sent downstream.
  * @module
  */
+
 import { Agent } from "undici";
 import { KeelError } from "../errors.js";
+import { hostTimers } from "../kernel/host.js";
 import { until } from "../kernel/interop.js";
+import type { NotAPromise } from "../kernel/not-a-promise.js";
 import type { Operation } from "../kernel/operation.js";
 import { resource } from "../kernel/resource.js";
 import { useClock } from "../time/deadline.js";
@@ -41,14 +44,17 @@ import { type HttpClientStats, statsOf } from "./stats.js";
  * ```
  */
 export interface HttpClient {
-  request(path: string, options?: RequestOptions): Operation<HttpResponse>;
-  get(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse>;
-  post(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse>;
-  put(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse>;
-  patch(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse>;
-  delete(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse>;
+  request(path: string, options?: RequestOptions): Operation<HttpResponse> & NotAPromise;
+  get(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse> & NotAPromise;
+  post(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse> & NotAPromise;
+  put(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse> & NotAPromise;
+  patch(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse> & NotAPromise;
+  delete(path: string, options?: Omit<RequestOptions, "method">): Operation<HttpResponse> & NotAPromise;
   /** Request, check for 2xx, read and parse the JSON body: one budget, retried as one. */
-  getJson<T = unknown>(path: string, options?: Omit<RequestOptions, "method" | "expect">): Operation<T>;
+  getJson<T = unknown>(
+    path: string,
+    options?: Omit<RequestOptions, "method" | "expect">,
+  ): Operation<T> & NotAPromise;
   /** The pools' numbers now (connections open and free, requests running, pending and queued). */
   stats(): HttpClientStats;
 }
@@ -116,16 +122,17 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
     const verb =
       (method: string) =>
       (path: string, opts: Omit<RequestOptions, "method"> = {}) =>
-        call(path, opts, method, "response") as Operation<HttpResponse>;
+        call(path, opts, method, "response") as Operation<HttpResponse> & NotAPromise;
     const client: HttpClient = {
-      request: (path, opts = {}) => call(path, opts, undefined, "response") as Operation<HttpResponse>,
+      request: (path, opts = {}) =>
+        call(path, opts, undefined, "response") as Operation<HttpResponse> & NotAPromise,
       get: verb("GET"),
       post: verb("POST"),
       put: verb("PUT"),
       patch: verb("PATCH"),
       delete: verb("DELETE"),
       getJson: <T>(path: string, opts: Omit<RequestOptions, "method" | "expect"> = {}) =>
-        call(path, opts, "GET", "json") as Operation<T>,
+        call(path, opts, "GET", "json") as Operation<T> & NotAPromise,
       stats: () => statsOf(agent),
     };
     try {
@@ -138,7 +145,7 @@ export function createHttpClient(options: HttpClientOptions = {}): Operation<Htt
       const destroyed = own ? agent.destroy().catch(() => {}) : Promise.resolve();
       // After undici's own teardown: what it lost track of (see connections.ts) closes too.
       connections.destroyAll();
-      if (release) destroyed.then(() => setImmediate(release));
+      if (release) destroyed.then(() => hostTimers.setImmediate(release));
       yield* until(destroyed);
     }
   });

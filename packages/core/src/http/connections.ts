@@ -20,6 +20,7 @@ import type { Socket } from "node:net";
 import { buildConnector } from "undici";
 import { KeelError } from "../errors.js";
 import type { Clock } from "../kernel/clock.js";
+import { hostTimers } from "../kernel/host.js";
 
 /** `host:port`, with the protocol's default port made explicit. */
 export function originKey(hostname: string, port: string | number | undefined, protocol: string): string {
@@ -81,7 +82,7 @@ export class ConnectionBook {
       socket = connect(opts, (err, connected) => {
         if (socket) set.delete(socket);
         if (set.size === 0 && this.connecting.get(key) === set) this.connecting.delete(key);
-        if (release) setImmediate(release);
+        if (release) hostTimers.setImmediate(release);
         if (err) return callback(err, null);
         const s = connected as unknown as Socket;
         this.open.add(s);
@@ -99,6 +100,6 @@ export class ConnectionBook {
     const release = this.clock.hold?.(`http connect ${key}: closing`, key);
     for (const s of set)
       s.destroy(new KeelError("KEEL_CONNECT_UNNEEDED", `${key}: connect abandoned, no request needs it`));
-    if (release) setImmediate(release);
+    if (release) hostTimers.setImmediate(release);
   }
 }

@@ -4,6 +4,7 @@
  * @module
  */
 import type { Dispatcher } from "undici";
+import { hostTimers } from "../kernel/host.js";
 import type { Outcome } from "../kernel/operation.js";
 import type { Exchange, ExchangeController } from "./exchange-state.js";
 
@@ -12,7 +13,7 @@ const DISPATCH_HOLD_TURNS = 4;
 
 function afterTurns(turns: number, fn: () => void): void {
   if (turns <= 0) fn();
-  else setImmediate(() => afterTurns(turns - 1, fn));
+  else hostTimers.setImmediate(() => afterTurns(turns - 1, fn));
 }
 
 /** Pause reading above this many buffered bytes (backpressure on the socket). */
@@ -143,7 +144,7 @@ export function abort(this: Exchange, reason: Error): void {
   try {
     this.controller?.abort(reason);
   } finally {
-    if (release) setImmediate(release);
+    if (release) hostTimers.setImmediate(release);
     releaseHoldSoon(this);
   }
 }
@@ -157,7 +158,7 @@ function stopWaiting(ex: Exchange, gaveUp: boolean): void {
 function releaseHoldSoon(ex: Exchange): void {
   const r = ex.releaseSendHold;
   ex.releaseSendHold = null;
-  if (r) setImmediate(r);
+  if (r) hostTimers.setImmediate(r);
 }
 
 export function ready(ex: Exchange): boolean {

@@ -6,11 +6,13 @@
  * around the loop, since it must also end the loop's pauses.
  * @module
  */
+
 import { invalidType } from "../errors.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import { taskOf } from "../kernel/current.js";
 import { checkDeadline } from "../kernel/deadline-missing.js";
 import type { Frame } from "../kernel/frame.js";
+import { type NotAPromise, notAPromise } from "../kernel/not-a-promise.js";
 import { CURRENT_TASK, type Operation } from "../kernel/operation.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { type AttemptInfo, retry } from "../resilience/retry.js";
@@ -38,8 +40,10 @@ const EXCERPT_BYTES = 2048;
 /** Failures of attempts that never reached a socket: safe to retry for any method. */
 const neverSent = new WeakSet<object>();
 
-export function performRequest(plan: RequestPlan): Operation<unknown> {
-  return plan.retry === false && plan.around === null ? new SingleAttempt(plan) : retried(plan);
+export function performRequest(plan: RequestPlan): Operation<unknown> & NotAPromise {
+  const op = plan.retry === false && plan.around === null ? new SingleAttempt(plan) : retried(plan);
+  // `await client.get(path)` is the awaited-operation mistake too: name the request in its error.
+  return notAPromise(op, `http ${plan.label}`);
 }
 
 /** A call without retry; every run of it is a new call. */

@@ -2,7 +2,9 @@
  * `HttpResponse`: status and headers, with body reads that are operations.
  * @module
  */
+
 import { taskOf } from "../kernel/current.js";
+import { type NotAPromise, notAPromise } from "../kernel/not-a-promise.js";
 import { CURRENT_TASK, type Operation, suspension } from "../kernel/operation.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { timeoutScope } from "../time/timeout.js";
@@ -44,8 +46,8 @@ export interface HttpResponse {
   readonly status: number;
   readonly headers: Readonly<Record<string, string | string[]>>;
   /** The whole body, parsed as JSON (a `SyntaxError` passes through unwrapped). */
-  json<T = unknown>(): Operation<T>;
-  text(): Operation<string>;
+  json<T = unknown>(): Operation<T> & NotAPromise;
+  text(): Operation<string> & NotAPromise;
   bytes(): Operation<Uint8Array>;
   /** Reads the body chunk by chunk: `for (let r = yield* reader.next(); !r.done; r = yield* reader.next())`. */
   chunks(): { next(): Operation<IteratorResult<Uint8Array, undefined>> };
@@ -234,22 +236,28 @@ export class HttpResponseImpl implements HttpResponse {
     return { [Symbol.iterator]: () => this.readAll() };
   }
 
-  text(): Operation<string> {
+  text(): Operation<string> & NotAPromise {
     const self = this;
-    return {
-      *[Symbol.iterator]() {
-        return (yield* self.readAll()).toString("utf8");
+    return notAPromise(
+      {
+        *[Symbol.iterator]() {
+          return (yield* self.readAll()).toString("utf8");
+        },
       },
-    };
+      "response.text()",
+    );
   }
 
-  json<T = unknown>(): Operation<T> {
+  json<T = unknown>(): Operation<T> & NotAPromise {
     const self = this;
-    return {
-      *[Symbol.iterator]() {
-        return JSON.parse((yield* self.readAll()).toString("utf8")) as T;
+    return notAPromise(
+      {
+        *[Symbol.iterator]() {
+          return JSON.parse((yield* self.readAll()).toString("utf8")) as T;
+        },
       },
-    };
+      "response.json()",
+    );
   }
 
   chunks(): { next(): Operation<IteratorResult<Uint8Array, undefined>> } {

@@ -2,10 +2,12 @@
  * `allSettled`: run operations concurrently and collect every outcome, a cancellation excepted.
  * @module
  */
+
 import { invalidType } from "../errors.js";
 import { all } from "./all.js";
 import { isCancelled } from "./cancelled.js";
 import { currentTask, delegate } from "./current.js";
+import type { NotAPromise } from "./not-a-promise.js";
 import { checkOps, nameOf, type Op, type Operation, type OpValue } from "./operation.js";
 import type { TaskImpl } from "./task.js";
 
@@ -47,13 +49,15 @@ export type AllSettledResults<T extends readonly Op<unknown>[]> = {
  * ```
  * @throws `TypeError` when `ops` is not an array of operations.
  */
-export function allSettled<const T extends readonly Op<unknown>[]>(ops: T): Operation<AllSettledResults<T>> {
+export function allSettled<const T extends readonly Op<unknown>[]>(
+  ops: T,
+): Operation<AllSettledResults<T>> & NotAPromise {
   if (!Array.isArray(ops)) throw invalidType("allSettled(ops)", "an array of operations", ops);
   checkOps("allSettled", ops);
   const settling = ops.map((op, i) =>
     Object.defineProperty(() => settleChild(op), "name", { value: nameOf(op, `allSettled[${i}]`) }),
   );
-  return all(settling) as unknown as Operation<AllSettledResults<T>>;
+  return all(settling) as unknown as Operation<AllSettledResults<T>> & NotAPromise;
 }
 
 function* settleChild<T>(op: Op<T>): Generator<unknown, PromiseSettledResult<T>, unknown> {

@@ -2,10 +2,12 @@
  * `all`: run operations concurrently and collect their values in input order.
  * @module
  */
+
 import { invalidType } from "../errors.js";
-import { BoundOp1 } from "./bound-op.js";
+import { BoundOp1, nameBody } from "./bound-op.js";
 import { currentTask } from "./current.js";
 import { exitFrame } from "./frame-exit.js";
+import { type NotAPromise, notAPromise } from "./not-a-promise.js";
 import {
   checkOps,
   type Op,
@@ -51,17 +53,20 @@ export type AllValues<T extends readonly Op<unknown>[]> = { -readonly [K in keyo
  * ```
  * @throws `TypeError` when `ops` is not an array of operations.
  */
-export function all<const T extends readonly Op<unknown>[]>(ops: T): Operation<AllValues<T>> {
+export function all<const T extends readonly Op<unknown>[]>(ops: T): Operation<AllValues<T>> & NotAPromise {
   if (!Array.isArray(ops)) throw invalidType("all(ops)", "an array of operations", ops);
   checkOps("all", ops);
   if (ops.length === 0) {
-    return {
-      *[Symbol.iterator]() {
-        return [] as unknown as AllValues<T>;
+    return notAPromise(
+      {
+        *[Symbol.iterator]() {
+          return [] as unknown as AllValues<T>;
+        },
       },
-    };
+      "all([])",
+    );
   }
-  return new BoundOp1(runAll, ops) as Operation<AllValues<T>>;
+  return new BoundOp1(runAll, ops) as Operation<AllValues<T>> & NotAPromise;
 }
 
 function* runAll<T extends readonly Op<unknown>[]>(ops: T): Generator<unknown, AllValues<T>, unknown> {
@@ -117,3 +122,6 @@ function childValue(child: TaskImpl<unknown>): unknown {
   if (!o.ok) throw o.error;
   return o.value;
 }
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(runAll, "all");

@@ -521,3 +521,7 @@ export abstract class CancellableTask {
     frame.runCleanups();
   }
 }
+// A task is a promise (docs/guide/task-tree.md): `task instanceof Promise` holds. `TaskImpl` defines
+// `then`, `catch`, `finally` and the tag itself (on its own promise, made on first use); the chain
+// through `Promise.prototype` only answers `instanceof`, at no cost per task.
+Object.setPrototypeOf(CancellableTask.prototype, Promise.prototype);

@@ -2,8 +2,10 @@
  * Contexts: values that flow down the task tree, read with `get()` and set for a region with `with()`.
  * @module
  */
+
 import { invalidType } from "../errors.js";
-import { BoundOp3 } from "./bound-op.js";
+import { BoundOp3, nameBody } from "./bound-op.js";
+import { type NotAPromise, notAPromise } from "./not-a-promise.js";
 import { CURRENT_TASK, checkOp, iterate, type Op, type Operation } from "./operation.js";
 import { runningTask, type TaskImpl } from "./task.js";
 
@@ -46,19 +48,22 @@ export function createContext<T>(name: string, defaultValue?: T): Context<T> {
   if (typeof name !== "string") throw invalidType("createContext(name)", "a string", name);
   const key = Symbol(name);
   // One operation per context, not per `get()`: operations are re-runnable.
-  const getOp: Operation<T> = {
-    *[Symbol.iterator]() {
-      const task = runningTask() ?? ((yield CURRENT_TASK) as TaskImpl<unknown>);
-      const v = task.top.contexts[key];
-      return (v === undefined ? defaultValue : v) as T;
+  const getOp: Operation<T> & NotAPromise = notAPromise(
+    {
+      *[Symbol.iterator]() {
+        const task = runningTask() ?? ((yield CURRENT_TASK) as TaskImpl<unknown>);
+        const v = task.top.contexts[key];
+        return (v === undefined ? defaultValue : v) as T;
+      },
     },
-  };
+    `${name}.get()`,
+  );
   return {
     name,
     get() {
       return getOp;
     },
-    with<R>(value: T, op: Op<R>): Operation<R> {
+    with<R>(value: T, op: Op<R>): Operation<R> & NotAPromise {
       checkOp("op", op);
       return withContextValue(key, value, op);
     },
@@ -69,8 +74,8 @@ export function createContext<T>(name: string, defaultValue?: T): Context<T> {
  * Runs `op` with `key` set to `value` on the current frame, restoring it after. Not a scope: children
  * spawned inside still belong to the enclosing scope, and keep the value they were spawned with.
  */
-export function withContextValue<R>(key: symbol, value: unknown, op: Op<R>): Operation<R> {
-  return new BoundOp3(runWithContextValue, key, value, op) as Operation<R>;
+export function withContextValue<R>(key: symbol, value: unknown, op: Op<R>): Operation<R> & NotAPromise {
+  return new BoundOp3(runWithContextValue, key, value, op) as Operation<R> & NotAPromise;
 }
 
 function* runWithContextValue<R>(key: symbol, value: unknown, op: Op<R>): Generator<unknown, R, unknown> {
@@ -84,3 +89,6 @@ function* runWithContextValue<R>(key: symbol, value: unknown, op: Op<R>): Genera
     frame.contexts = saved;
   }
 }
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(runWithContextValue, "context.with");

@@ -6,8 +6,10 @@
  * later is ignored (its rejection is still handled, so it never becomes an unhandled rejection).
  * @module
  */
+
 import { invalidType } from "../errors.js";
 import { currentTask } from "./current.js";
+import { isMarkedOperation, type NotAPromise, notAPromise } from "./not-a-promise.js";
 import {
   type Operation,
   type Outcome,
@@ -33,8 +35,10 @@ function abortReason(): Error {
  * console.log(n); // 42
  * ```
  */
-export function until<T>(promise: PromiseLike<T>): Operation<T> {
-  if (typeof (promise as PromiseLike<T> | null)?.then !== "function")
+export function until<T>(promise: PromiseLike<T>): Operation<T> & NotAPromise {
+  // An operation made by Keel has a `then` too, one that throws (not-a-promise.ts): refuse it here,
+  // at the call, where `yield*` is what was meant. A task is a promise: waiting for it is fine.
+  if (typeof (promise as PromiseLike<T> | null)?.then !== "function" || isMarkedOperation(promise))
     throw invalidType("until(promise)", "a promise", promise);
   return new UntilPromise(promise);
 }
@@ -73,7 +77,7 @@ Object.defineProperty(UntilPromise.prototype, "description", { value: "until(pro
  * console.log(body);
  * ```
  */
-export function call<T>(fn: (signal: AbortSignal) => T | PromiseLike<T>): Operation<T> {
+export function call<T>(fn: (signal: AbortSignal) => T | PromiseLike<T>): Operation<T> & NotAPromise {
   if (typeof fn !== "function") throw invalidType("call(fn)", "a function", fn);
   return suspension<T>({
     kind: "suspend",
@@ -129,7 +133,7 @@ export function call<T>(fn: (signal: AbortSignal) => T | PromiseLike<T>): Operat
 export function action<T>(
   executor: (resolve: (value: T) => void, reject: (error: unknown) => void) => () => void,
   description = "action",
-): Operation<T> {
+): Operation<T> & NotAPromise {
   if (typeof executor !== "function") throw invalidType("action(executor)", "a function", executor);
   return new ActionWait(executor, description);
 }
@@ -167,16 +171,19 @@ suspensionClass(ActionWait, "normal");
  * console.log(signal.aborted); // true: its scope has ended
  * ```
  */
-export function useAbortSignal(): Operation<AbortSignal> {
+export function useAbortSignal(): Operation<AbortSignal> & NotAPromise {
   return USE_ABORT_SIGNAL;
 }
 
 /** Shared: it holds no state, and a literal with a generator method per call costs ~400 ns. */
-const USE_ABORT_SIGNAL: Operation<AbortSignal> = {
-  *[Symbol.iterator]() {
-    const task = yield* currentTask("useAbortSignal()");
-    const controller = new AbortController();
-    task.top.onExit(() => controller.abort(abortReason()));
-    return controller.signal;
+const USE_ABORT_SIGNAL: Operation<AbortSignal> & NotAPromise = notAPromise(
+  {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("useAbortSignal()");
+      const controller = new AbortController();
+      task.top.onExit(() => controller.abort(abortReason()));
+      return controller.signal;
+    },
   },
-};
+  "useAbortSignal()",
+);

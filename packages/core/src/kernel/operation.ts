@@ -8,6 +8,7 @@
  * @module
  */
 import { invalidType, invalidUse } from "../errors.js";
+import { type NotAPromise, notAPromise, notAPromiseClass, OP_LABEL } from "./not-a-promise.js";
 import { shapes } from "./shapes.js";
 
 /**
@@ -66,7 +67,8 @@ export type Op<T> = Operation<T> | (() => Operation<T>);
 export type OpValue<O> = O extends Op<infer T> ? T : never;
 
 /**
- * Something that is both awaitable from promise code and `yield*`-able from operations.
+ * A real promise (`then`, `catch`, `finally`, `instanceof Promise`) that is also an operation:
+ * awaited from promise code, `yield*`-ed from an operation. What `task.cancel()` returns.
  *
  * @example
  * ```ts
@@ -81,9 +83,11 @@ export type OpValue<O> = O extends Op<infer T> ? T : never;
  *   console.log(`worker stopped at ${clock.now()}`); // worker stopped at 30
  * }, { clock });
  * await worker.cancel(); // from promise code: await it (cancel is idempotent)
+ * console.log(worker.cancel() instanceof Promise); // true
+ * await worker.cancel().finally(() => console.log("stopped")); // stopped
  * ```
  */
-export type Future<T> = PromiseLike<T> & Operation<T>;
+export type Future<T> = Promise<T> & Operation<T>;
 
 /** How an instruction ends: a value or an error. */
 export type Outcome<T> =
@@ -322,7 +326,7 @@ export function nameOf(op: Op<unknown>, fallback: string): string {
  * Wraps a suspension as an operation that yields it once and returns its value. A hand-written
  * iterator rather than a generator: this is the innermost frame of every wait, so it is hot.
  */
-export function suspension<T>(s: Suspension<T>): Operation<T> {
+export function suspension<T>(s: Suspension<T>): Operation<T> & NotAPromise {
   return new SuspensionOperation(s);
 }
 
@@ -333,7 +337,9 @@ export function suspension<T>(s: Suspension<T>): Operation<T> {
  * own, so the operation stays re-runnable. Invariant: `claimed` is true from a run's start to its
  * end (done, thrown into, or returned); an iterator is not stepped after it is done.
  */
-abstract class FirstRunIterator<T> implements Operation<T>, Iterator<unknown, T, unknown> {
+abstract class FirstRunIterator<T> implements Operation<T>, NotAPromise, Iterator<unknown, T, unknown> {
+  // biome-ignore lint/suspicious/noThenProperty: a `then` that throws: awaiting an operation is a mistake.
+  declare readonly then: NotAPromise["then"];
   private claimed = false;
   private yielded = false;
   /** What the runs wait at. */
@@ -365,6 +371,13 @@ abstract class FirstRunIterator<T> implements Operation<T>, Iterator<unknown, T,
     this.yielded = false;
   }
 }
+notAPromiseClass(FirstRunIterator.prototype);
+// An awaited `until(p)` or `call(fn)` is named by what it waits on, as the task tree names it.
+Object.defineProperty(FirstRunIterator.prototype, OP_LABEL, {
+  get(this: FirstRunIterator<unknown>) {
+    return (this as unknown as { waitsAt: Suspension<unknown> }).waitsAt.description;
+  },
+});
 
 /**
  * Puts a suspension class's `kind` and `interruptible` on its prototype: they are the same for every
@@ -413,7 +426,7 @@ suspensionClass(SelfSuspension, null);
  * An operation for a suspension that never resumes with a value (only a cancellation ends it):
  * shared and stateless, since its iterator only ever sees one `next`, then a `throw` or `return`.
  */
-export function neverResuming(s: Suspension<never>): Operation<never> {
+export function neverResuming(s: Suspension<never>): Operation<never> & NotAPromise {
   const step: IteratorYieldResult<Suspension<never>> = Object.freeze({ done: false, value: s });
   const iterator: Iterator<unknown, never, unknown> = {
     next: () => step,
@@ -422,7 +435,7 @@ export function neverResuming(s: Suspension<never>): Operation<never> {
     },
     return: (value?: unknown) => ({ done: true, value: value as never }),
   };
-  return { [Symbol.iterator]: () => iterator };
+  return notAPromise({ [Symbol.iterator]: () => iterator }, s.description);
 }
 
 /** An operation yielding a given suspension (see {@link FirstRunIterator}). */

@@ -2,11 +2,13 @@
  * `race`: the first operation to settle wins; the rest are cancelled and awaited.
  * @module
  */
+
 import { invalidRange, invalidType } from "../errors.js";
-import { BoundOp1 } from "./bound-op.js";
+import { BoundOp1, nameBody } from "./bound-op.js";
 import type { CancelReason } from "./cancelled.js";
 import { currentTask } from "./current.js";
 import { exitFrame } from "./frame-exit.js";
+import type { NotAPromise } from "./not-a-promise.js";
 import { checkOps, type Op, type Operation, type OpValue, type Outcome } from "./operation.js";
 import { spawnInto } from "./spawn.js";
 import type { TaskImpl } from "./task.js";
@@ -27,11 +29,13 @@ import type { TaskImpl } from "./task.js";
  * ```
  * @throws `RangeError` for an empty list (nothing could ever win); `TypeError` for non-operations.
  */
-export function race<const T extends readonly Op<unknown>[]>(ops: T): Operation<OpValue<T[number]>> {
+export function race<const T extends readonly Op<unknown>[]>(
+  ops: T,
+): Operation<OpValue<T[number]>> & NotAPromise {
   if (!Array.isArray(ops)) throw invalidType("race(ops)", "an array of operations", ops);
   if (ops.length === 0) throw invalidRange("race(ops)", "at least one operation", "[]");
   checkOps("race", ops);
-  return new BoundOp1(runRace, ops) as Operation<OpValue<T[number]>>;
+  return new BoundOp1(runRace, ops) as Operation<OpValue<T[number]>> & NotAPromise;
 }
 
 function* runRace<T extends readonly Op<unknown>[]>(ops: T): Generator<unknown, OpValue<T[number]>, unknown> {
@@ -91,3 +95,6 @@ function* runRace<T extends readonly Op<unknown>[]>(ops: T): Generator<unknown, 
   }
   return yield* exitFrame(task, frame, outcome);
 }
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(runRace, "race");

@@ -2,9 +2,11 @@
  * The runtime's random source, a context, so tests can pin jitter.
  * @module
  */
+
 import { invalidType } from "../errors.js";
 import { withContextValue } from "./context.js";
 import { currentTask } from "./current.js";
+import { type NotAPromise, notAPromise } from "./not-a-promise.js";
 import { checkOp, type Op, type Operation } from "./operation.js";
 import type { TaskImpl } from "./task.js";
 
@@ -43,7 +45,7 @@ export function randomSourceOf(task: TaskImpl<unknown>): RandomSource {
  * ```
  * @throws `TypeError` when `source` is not a function.
  */
-export function withRandom<T>(source: RandomSource, op: Op<T>): Operation<T> {
+export function withRandom<T>(source: RandomSource, op: Op<T>): Operation<T> & NotAPromise {
   if (typeof source !== "function")
     throw invalidType("withRandom(source)", "a function returning a number in [0, 1)", source);
   checkOp("withRandom(source, op)", op);
@@ -60,17 +62,20 @@ export function withRandom<T>(source: RandomSource, op: Op<T>): Operation<T> {
  * console.log(r >= 0 && r < 1); // true
  * ```
  */
-export function random(): Operation<number> {
+export function random(): Operation<number> & NotAPromise {
   return RANDOM;
 }
 
 /** Shared: it holds no state, and a literal with a generator method per call costs ~400 ns. */
-const RANDOM: Operation<number> = {
-  *[Symbol.iterator]() {
-    const task = yield* currentTask("random()");
-    return randomSourceOf(task)();
+const RANDOM: Operation<number> & NotAPromise = notAPromise(
+  {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("random()");
+      return randomSourceOf(task)();
+    },
   },
-};
+  "random()",
+);
 
 /** The context key, for `run(op, { random })`. */
 export const RANDOM_CONTEXT_KEY = RANDOM_KEY;

@@ -2,8 +2,10 @@
  * `resource`: a value whose setup and teardown are tied to the caller's scope.
  * @module
  */
+
 import { invalidType } from "../errors.js";
 import { currentTask, delegate } from "./current.js";
+import { type NotAPromise, notAPromise } from "./not-a-promise.js";
 import type { Operation, Outcome } from "./operation.js";
 import { spawnInto } from "./spawn.js";
 import { suspend } from "./suspend.js";
@@ -33,45 +35,48 @@ import { suspend } from "./suspend.js";
 export function resource<T>(
   body: (provide: (value: T) => Operation<never>) => Operation<void>,
   options: { name?: string } = {},
-): Operation<T> {
+): Operation<T> & NotAPromise {
   if (typeof body !== "function")
     throw invalidType("resource(body)", "a function returning an operation", body);
   const name = options.name ?? (body.name || "resource");
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask(`resource(${name})`);
-      task.checkpoint();
-      let provided: { value: T } | null = null;
-      let wake: (() => void) | null = null;
-      const provide = (value: T): Operation<never> => ({
-        *[Symbol.iterator]() {
-          provided = { value };
-          wake?.();
-          return yield* suspend();
-        },
-      });
-      const child = spawnInto(task.top, () => delegate(() => body(provide)), name, { resource: true });
-      yield {
-        kind: "suspend" as const,
-        description: `resource ${name}: setting up`,
-        interruptible: "normal" as const,
-        enter(resolve: (o: Outcome<void>) => void) {
-          if (provided) {
-            resolve({ ok: true, value: undefined });
-            return undefined;
-          }
-          wake = () => resolve({ ok: true, value: undefined });
-          const off = child.onSettled(() => resolve({ ok: true, value: undefined }));
-          return () => {
-            wake = null;
-            off();
-          };
-        },
-      };
-      const p = provided as { value: T } | null;
-      if (p) return p.value;
-      const o = child.joinOutcome();
-      throw o.ok ? new Error(`resource(${name}) returned without providing a value`) : o.error;
+  return notAPromise(
+    {
+      *[Symbol.iterator]() {
+        const task = yield* currentTask(`resource(${name})`);
+        task.checkpoint();
+        let provided: { value: T } | null = null;
+        let wake: (() => void) | null = null;
+        const provide = (value: T): Operation<never> => ({
+          *[Symbol.iterator]() {
+            provided = { value };
+            wake?.();
+            return yield* suspend();
+          },
+        });
+        const child = spawnInto(task.top, () => delegate(() => body(provide)), name, { resource: true });
+        yield {
+          kind: "suspend" as const,
+          description: `resource ${name}: setting up`,
+          interruptible: "normal" as const,
+          enter(resolve: (o: Outcome<void>) => void) {
+            if (provided) {
+              resolve({ ok: true, value: undefined });
+              return undefined;
+            }
+            wake = () => resolve({ ok: true, value: undefined });
+            const off = child.onSettled(() => resolve({ ok: true, value: undefined }));
+            return () => {
+              wake = null;
+              off();
+            };
+          },
+        };
+        const p = provided as { value: T } | null;
+        if (p) return p.value;
+        const o = child.joinOutcome();
+        throw o.ok ? new Error(`resource(${name}) returned without providing a value`) : o.error;
+      },
     },
-  };
+    `resource(${name})`,
+  );
 }

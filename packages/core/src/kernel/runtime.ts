@@ -118,9 +118,15 @@ export function describeWarning(event: KeelEvent): string {
 
 /** The error thrown into a generator that yielded something that is not an instruction. */
 export function notAnInstruction(value: unknown): KeelError {
+  const isObject = typeof value === "object" && value !== null;
+  // Keel's operations have a `then` (it throws, see not-a-promise.ts): look for an operation first.
   const hint =
-    typeof value === "object" && value !== null && typeof (value as PromiseLike<unknown>).then === "function"
-      ? "a promise: write `yield* until(promise)`"
-      : `${typeof value} ${describeThrown(value).slice(0, 40)}: write \`yield*\` (with a star) before an operation`;
+    isObject &&
+    !Array.isArray(value) &&
+    typeof (value as Partial<Iterable<unknown>>)[Symbol.iterator] === "function"
+      ? `an operation (${describeThrown(value).slice(0, 40)}): write \`yield*\` (with a star) before it`
+      : isObject && typeof (value as PromiseLike<unknown>).then === "function"
+        ? "a promise: write `yield* until(promise)`"
+        : `${typeof value} ${describeThrown(value).slice(0, 40)}: write \`yield*\` (with a star) before an operation`;
   return new KeelError("KEEL_NOT_AN_INSTRUCTION", `a Keel operation yielded ${hint}`);
 }

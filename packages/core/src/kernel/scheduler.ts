@@ -11,6 +11,7 @@
  * @module
  */
 import type { AsyncContext } from "./async-context.js";
+import { hostTimers } from "./host.js";
 
 // `Promise.prototype.then` on a settled promise, not `queueMicrotask`: in Node the latter wraps
 // every call in an async resource, and a drain starts after every promise or timer resumption.
@@ -82,7 +83,7 @@ function runBatch(context: AsyncContext | null): void {
       else fn.run();
     } catch (e) {
       // Internal steps catch their own errors; reaching here is a Keel bug, surfaced loudly.
-      queueMicrotask(() => {
+      hostTimers.queueMicrotask(() => {
         throw e;
       });
     }

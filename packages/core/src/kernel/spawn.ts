@@ -4,10 +4,11 @@
  */
 import { checkOptions, invalidType } from "../errors.js";
 import { captureAsyncContext } from "./async-context.js";
-import { BoundOp1 } from "./bound-op.js";
+import { BoundOp1, nameBody } from "./bound-op.js";
 import { currentTask, delegate, taskOf } from "./current.js";
 import { exitFrame } from "./frame-exit.js";
 import { checkLogFields, childWithFields, type SpawnOptions, SpawnWithFields } from "./log-fields.js";
+import { type NotAPromise, notAPromise, notAPromiseClass, OP_LABEL } from "./not-a-promise.js";
 import { ASK_TASK, checkOp, nameOf, type Op, type Operation, type Outcome } from "./operation.js";
 import { shapes } from "./shapes.js";
 import { spawnInto } from "./spawn-into.js";
@@ -38,13 +39,16 @@ export { type SpawnIntoOptions, spawnInto } from "./spawn-into.js";
  * ```
  * @throws `TypeError` when `op` is not an operation; `KEEL_SCOPE_CLOSED` when no scope can own it.
  */
-export function spawn<T>(op: Op<T>, options?: SpawnOptions): Operation<Task<T>> {
+export function spawn<T>(op: Op<T>, options?: SpawnOptions): Operation<Task<T>> & NotAPromise {
   checkOp("spawn(op)", op);
   const name = checkOptions("spawn(op, options)", options)?.name;
   if (name !== undefined && typeof name !== "string")
     throw invalidType("spawn(op, { name })", "a string", name);
   const fields = checkLogFields("spawn(op, { logFields })", options?.logFields);
-  return fields ? new SpawnWithFields(op, name, fields) : new SpawnOperation(op, name);
+  return (fields ? new SpawnWithFields(op, name, fields) : new SpawnOperation(op, name)) as Operation<
+    Task<T>
+  > &
+    NotAPromise;
 }
 
 /**
@@ -54,8 +58,14 @@ export function spawn<T>(op: Op<T>, options?: SpawnOptions): Operation<Task<T>> 
  * the task first.
  */
 class SpawnOperation<T>
-  implements Operation<Task<T>>, Iterator<unknown, Task<T>, unknown>, IteratorReturnResult<Task<T>>
+  implements
+    Operation<Task<T>>,
+    NotAPromise,
+    Iterator<unknown, Task<T>, unknown>,
+    IteratorReturnResult<Task<T>>
 {
+  // biome-ignore lint/suspicious/noThenProperty: a `then` that throws: awaiting an operation is a mistake.
+  declare readonly then: NotAPromise["then"];
   readonly done = true;
   /** The child of the latest spawn (a settled task stays small), read by `yield*` as the result. */
   value: Task<T> = null as unknown as Task<T>;
@@ -84,6 +94,11 @@ function spawnHere<T>(
   task.checkpoint();
   return { done: true, value: spawnInto(task.top, op, name ?? nameOf(op, "task")) };
 }
+
+notAPromiseClass(SpawnOperation.prototype);
+Object.defineProperty(SpawnOperation.prototype, OP_LABEL, { value: "spawn(…)" });
+notAPromiseClass(SpawnWithFields.prototype);
+Object.defineProperty(SpawnWithFields.prototype, OP_LABEL, { value: "spawn(…)" });
 
 /** `yield* spawn(op)` driven from outside a task's step: asks for the task, then starts the child. */
 class SpawnIterator<T> implements Iterator<unknown, Task<T>, unknown> {
@@ -124,9 +139,9 @@ class SpawnIterator<T> implements Iterator<unknown, Task<T>, unknown> {
  * console.log(result, beats); // "done" 2
  * ```
  */
-export function scoped<T>(op: Op<T>): Operation<T> {
+export function scoped<T>(op: Op<T>): Operation<T> & NotAPromise {
   checkOp("scoped(op)", op);
-  return new BoundOp1(inScope, op) as Operation<T>;
+  return new BoundOp1(inScope, op) as Operation<T> & NotAPromise;
 }
 
 function* inScope<T>(op: Op<T>): Generator<unknown, T, unknown> {
@@ -196,30 +211,36 @@ export interface Scope {
  * });
  * ```
  */
-export function useScope(): Operation<Scope> {
+export function useScope(): Operation<Scope> & NotAPromise {
   return USE_SCOPE;
 }
 
 /** Shared: it holds no state, and a literal with a generator method per call costs ~400 ns. */
-const USE_SCOPE: Operation<Scope> = {
-  *[Symbol.iterator]() {
-    const task = yield* currentTask("useScope()");
-    const frame = task.top;
-    return {
-      spawn<T>(op: Op<T>, options?: SpawnOptions) {
-        checkOp("scope.spawn(op)", op);
-        const fields = checkLogFields("scope.spawn(op, { logFields })", options?.logFields);
-        // Called from anywhere (a request handler's callback): the child runs in the caller's context.
-        return spawnInto(
-          frame,
-          op,
-          options?.name ?? nameOf(op, "task"),
-          fields ? childWithFields(frame.contexts, fields) : { asyncContext: captureAsyncContext() },
-        );
-      },
-      get closed() {
-        return frame.closed || frame.bodySettled;
-      },
-    };
+const USE_SCOPE: Operation<Scope> & NotAPromise = notAPromise(
+  {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("useScope()");
+      const frame = task.top;
+      return {
+        spawn<T>(op: Op<T>, options?: SpawnOptions) {
+          checkOp("scope.spawn(op)", op);
+          const fields = checkLogFields("scope.spawn(op, { logFields })", options?.logFields);
+          // Called from anywhere (a request handler's callback): the child runs in the caller's context.
+          return spawnInto(
+            frame,
+            op,
+            options?.name ?? nameOf(op, "task"),
+            fields ? childWithFields(frame.contexts, fields) : { asyncContext: captureAsyncContext() },
+          );
+        },
+        get closed() {
+          return frame.closed || frame.bodySettled;
+        },
+      };
+    },
   },
-};
+  "useScope()",
+);
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(inScope, "scoped");

@@ -2,6 +2,7 @@
  * `suspend`: wait until cancelled.
  * @module
  */
+import type { NotAPromise } from "./not-a-promise.js";
 import { neverResuming, type Operation, type Suspension } from "./operation.js";
 
 const forever: Suspension<never> = {
@@ -26,6 +27,6 @@ const suspendForever = neverResuming(forever);
  * await server.cancel(); // prints "closing"
  * ```
  */
-export function suspend(): Operation<never> {
+export function suspend(): Operation<never> & NotAPromise {
   return suspendForever;
 }

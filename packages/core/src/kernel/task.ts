@@ -48,6 +48,7 @@ import {
   type Waiter,
 } from "./operation.js";
 import { notAnInstruction, type Runtime } from "./runtime.js";
+import { SettledPromise } from "./settled-promise.js";
 
 export { BUDGET_KEY, type CancelRequest, CLEANUP_CAP_KEY, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS };
 
@@ -369,7 +370,7 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
       };
       this.request(null, reason, true);
     }
-    return this.settledFuture();
+    return new SettledPromise(this);
   }
 
   [Symbol.iterator](): Iterator<unknown, T, unknown> {
@@ -824,26 +825,6 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
   joinError(): unknown {
     if ((this.flags & SETTLED_MASK) === FAILED) return this.result;
     return new TaskCancelledError(this.path, this.result as CancelReason);
-  }
-
-  private settledFuture(): Future<void> {
-    const task = this;
-    let promise: Promise<void> | null = null;
-    return {
-      // biome-ignore lint/suspicious/noThenProperty: a future is awaitable by design.
-      then(onfulfilled, onrejected) {
-        promise ??= new Promise<void>((resolve) => task.onSettled(() => resolve()));
-        return promise.then(onfulfilled, onrejected);
-      },
-      *[Symbol.iterator]() {
-        yield {
-          kind: "suspend",
-          description: `cancel ${task.name}#${task.id}`,
-          interruptible: "normal",
-          enter: (resolve) => task.onSettled(() => resolve({ ok: true, value: undefined })),
-        } satisfies Suspension<void>;
-      },
-    };
   }
 
   emit(event: KeelEventInput): void {

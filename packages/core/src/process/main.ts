@@ -6,6 +6,7 @@ import { checkDurationMs, invalidType, KeelError } from "../errors.js";
 import { describeThrown } from "../format-value.js";
 import type { CancelReason } from "../kernel/cancelled.js";
 import type { Clock } from "../kernel/clock.js";
+import { hostPerformance } from "../kernel/host.js";
 import { checkOp, nameOf, type Op } from "../kernel/operation.js";
 import { otherLiveRoots } from "../kernel/roots.js";
 import { setStepWatch, type TaskImpl } from "../kernel/task.js";
@@ -184,7 +185,7 @@ export function main<T>(op: Op<T>, options: MainOptions = {}): Promise<void> {
   const restoreStepWatch =
     blockedStepMs === null
       ? null
-      : setStepWatch({ thresholdMs: blockedStepMs, now: () => performance.now() });
+      : setStepWatch({ thresholdMs: blockedStepMs, now: () => hostPerformance.now() });
   let closeInspect: (() => void) | null = null;
   let settled = false;
   if (inspect && process.platform !== "win32") {

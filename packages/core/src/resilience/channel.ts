@@ -4,8 +4,10 @@
  */
 
 import { invalidRange, KeelError } from "../errors.js";
-import { BoundOp1, BoundOp2 } from "../kernel/bound-op.js";
+import { BoundOp1, BoundOp2, nameBody } from "../kernel/bound-op.js";
 import { currentTask } from "../kernel/current.js";
+import { hostTimers } from "../kernel/host.js";
+import type { NotAPromise } from "../kernel/not-a-promise.js";
 import type { Operation } from "../kernel/operation.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { park } from "./park.js";
@@ -135,8 +137,11 @@ class ChannelImpl<T> implements Channel<T> {
   readonly receivers: PendingReceive[] = [];
   isClosed = false;
   // One operation per channel for `next()` and one for `receive()`: operations are re-runnable.
-  private readonly nextOp: Operation<IteratorResult<T, undefined>> = new BoundOp1(nextBody<T>, this);
-  private readonly receiveOp: Operation<T> = new BoundOp1(receiveBody<T>, this);
+  private readonly nextOp: Operation<IteratorResult<T, undefined>> & NotAPromise = new BoundOp1(
+    nextBody<T>,
+    this,
+  );
+  private readonly receiveOp: Operation<T> & NotAPromise = new BoundOp1(receiveBody<T>, this);
 
   constructor(
     readonly capacity: number,
@@ -241,7 +246,7 @@ function* nextBody<T>(ch: ChannelImpl<T>): Generator<unknown, IteratorResult<T, 
         const i = receivers.indexOf(p);
         if (i >= 0) receivers.splice(i, 1);
         // Woken but leaving without its value (cancelled): offer it to the next receiver.
-        if (p.notified) queueMicrotask(ch.pump);
+        if (p.notified) hostTimers.queueMicrotask(ch.pump);
       },
       () => `${ch.name}: receive, empty (${receivers.length} receiving)`,
     );
@@ -281,3 +286,8 @@ function* receiveBody<T>(ch: ChannelImpl<T>): Generator<unknown, T, unknown> {
   if (r.done) throw new ChannelClosedError(`${ch.name}.receive(): the channel is closed and drained`);
   return r.value;
 }
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(nextBody, "channel.next");
+nameBody(receiveBody, "channel.receive");
+nameBody(sendBody, "channel.send");

@@ -2,11 +2,13 @@
  * `createCircuitBreaker`: stop calling a dependency that keeps failing, probe it after a pause.
  * @module
  */
+
 import { checkDurationMs, invalidRange, invalidType, isKeelError, KeelError } from "../errors.js";
-import { BoundOp2 } from "../kernel/bound-op.js";
+import { BoundOp2, nameBody } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import type { Clock } from "../kernel/clock.js";
 import { currentTask, delegate } from "../kernel/current.js";
+import type { NotAPromise } from "../kernel/not-a-promise.js";
 import { checkOp, type Op, type Operation } from "../kernel/operation.js";
 import { CLOCK_KEY, type TaskImpl } from "../kernel/task.js";
 import { realClock } from "../time/real-clock.js";
@@ -184,7 +186,7 @@ class Breaker implements CircuitBreaker {
   }
 
   // An arrow property, not a method: `ops.map(breaker.run)` keeps working.
-  readonly run = <T>(op: Op<T>): Operation<T> => {
+  readonly run = <T>(op: Op<T>): Operation<T> & NotAPromise => {
     checkOp("breaker.run(op)", op);
     return new BoundOp2(runThrough<T>, this, op);
   };
@@ -245,3 +247,6 @@ function* runThrough<T>(b: Breaker, op: Op<T>): Generator<unknown, T, unknown> {
     if (probe) b.probing = false;
   }
 }
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(runThrough, "breaker.run");

@@ -3,11 +3,13 @@
  * `all()`'s failure semantics.
  * @module
  */
+
 import { invalidRange, invalidType } from "../errors.js";
 import { all } from "../kernel/all.js";
 import { settle } from "../kernel/all-settled.js";
-import { BoundOp4 } from "../kernel/bound-op.js";
+import { BoundOp4, nameBody } from "../kernel/bound-op.js";
 import { currentTask, delegate } from "../kernel/current.js";
+import type { NotAPromise } from "../kernel/not-a-promise.js";
 import type { Operation } from "../kernel/operation.js";
 import { checkItems, closeAfter, ItemSource, type ItemsOf } from "./item-source.js";
 
@@ -49,9 +51,9 @@ export function mapLimit<T, R>(
   items: ItemsOf<T>,
   limit: number,
   fn: (item: T, index: number) => Operation<R>,
-): Operation<R[]> {
+): Operation<R[]> & NotAPromise {
   check("mapLimit", items, limit, fn);
-  return new BoundOp4(fanOutBody<T, R>, items, limit, fn, Keep.Values) as Operation<R[]>;
+  return new BoundOp4(fanOutBody<T, R>, items, limit, fn, Keep.Values) as Operation<R[]> & NotAPromise;
 }
 
 /**
@@ -77,11 +79,12 @@ export function mapLimitSettled<T, R>(
   items: ItemsOf<T>,
   limit: number,
   fn: (item: T, index: number) => Operation<R>,
-): Operation<PromiseSettledResult<R>[]> {
+): Operation<PromiseSettledResult<R>[]> & NotAPromise {
   check("mapLimitSettled", items, limit, fn);
   return new BoundOp4(fanOutBody<T, R>, items, limit, fn, Keep.Settled) as Operation<
     PromiseSettledResult<R>[]
-  >;
+  > &
+    NotAPromise;
 }
 
 /**
@@ -99,9 +102,10 @@ export function forEachLimit<T>(
   items: ItemsOf<T>,
   limit: number,
   fn: (item: T, index: number) => Operation<unknown>,
-): Operation<void> {
+): Operation<void> & NotAPromise {
   check("forEachLimit", items, limit, fn);
-  return new BoundOp4(fanOutBody<T, unknown>, items, limit, fn, Keep.Nothing) as Operation<void>;
+  return new BoundOp4(fanOutBody<T, unknown>, items, limit, fn, Keep.Nothing) as Operation<void> &
+    NotAPromise;
 }
 
 /** What a run's workers share: the source, the function, and the results in input order. */
@@ -166,3 +170,6 @@ function* workerBody<T, R>(f: FanOut<T, R>): Generator<unknown, void, unknown> {
     }
   }
 }
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(fanOutBody, "mapLimit");

@@ -2,8 +2,10 @@
  * `feed`: pipes an iterable or an async iterable into a channel, with the channel's backpressure.
  * @module
  */
+
 import { invalidType } from "../errors.js";
-import { BoundOp3 } from "../kernel/bound-op.js";
+import { BoundOp3, nameBody } from "../kernel/bound-op.js";
+import type { NotAPromise } from "../kernel/not-a-promise.js";
 import type { Operation } from "../kernel/operation.js";
 import type { Channel } from "./channel.js";
 import { checkItems, closeAfter, ItemSource, type ItemsOf } from "./item-source.js";
@@ -71,7 +73,7 @@ export function feed<T>(
   channel: Channel<T>,
   items: ItemsOf<T>,
   options: FeedOptions = {},
-): Operation<number> {
+): Operation<number> & NotAPromise {
   if (typeof (channel as Channel<T> | null)?.send !== "function")
     throw invalidType("feed(channel)", "a channel", channel);
   checkItems("feed(channel, items)", items);
@@ -117,3 +119,6 @@ function* feedBody<T>(
   if (close) channel.close();
   return sent;
 }
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(feedBody, "feed");

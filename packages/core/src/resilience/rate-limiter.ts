@@ -2,9 +2,11 @@
  * `createRateLimiter`: a token bucket; `take()` waits for a token, in FIFO order.
  * @module
  */
+
 import { invalidRange } from "../errors.js";
 import type { Clock } from "../kernel/clock.js";
 import { currentTask } from "../kernel/current.js";
+import { type NotAPromise, notAPromise } from "../kernel/not-a-promise.js";
 import type { Operation } from "../kernel/operation.js";
 import { CLOCK_KEY } from "../kernel/task.js";
 import { park } from "./park.js";
@@ -100,56 +102,59 @@ export function createRateLimiter(options: {
 
   // One operation per limiter: operations are re-runnable, and a literal with a generator method
   // per call would cost a generator function each (~400 ns).
-  const takeOp: Operation<void> = {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask(`${name}.take()`);
-      task.checkpoint();
-      const clock = task.top.contexts[CLOCK_KEY] as Clock;
-      refill(clock.now());
-      if (queue.length === 0 && tokens >= 1 - 1e-9) {
-        tokens = Math.max(0, tokens - 1);
-        return;
-      }
-      const waiter: Waiter = { granted: false, wake: null, clock };
-      queue.push(waiter);
-      const listening = task.runtime.listening;
-      const since = clock.now();
-      if (listening) task.emit({ type: "limiter:wait", name, waiting: queue.length });
-      if (queue.length === 1) serve();
-      try {
-        yield park(
-          waiter,
-          () => waiter.granted,
-          () => {
-            const i = queue.indexOf(waiter);
-            if (i >= 0) {
-              queue.splice(i, 1);
-              if (i === 0) serve();
-            }
-          },
-          () => `${name}: ${queue.length} waiting`,
-        );
-      } catch (e) {
-        // Granted in the same instant as the cancellation: the token goes back to the bucket.
-        if (waiter.granted) {
-          tokens = Math.min(burst, tokens + 1);
-          serve();
+  const takeOp: Operation<void> & NotAPromise = notAPromise(
+    {
+      *[Symbol.iterator]() {
+        const task = yield* currentTask(`${name}.take()`);
+        task.checkpoint();
+        const clock = task.top.contexts[CLOCK_KEY] as Clock;
+        refill(clock.now());
+        if (queue.length === 0 && tokens >= 1 - 1e-9) {
+          tokens = Math.max(0, tokens - 1);
+          return;
         }
-        throw e;
-      }
-      if (listening) {
-        const waitedMs = clock.now() - since;
-        task.emit({ type: "limiter:acquire", name, waitedMs, waiting: queue.length });
-      }
+        const waiter: Waiter = { granted: false, wake: null, clock };
+        queue.push(waiter);
+        const listening = task.runtime.listening;
+        const since = clock.now();
+        if (listening) task.emit({ type: "limiter:wait", name, waiting: queue.length });
+        if (queue.length === 1) serve();
+        try {
+          yield park(
+            waiter,
+            () => waiter.granted,
+            () => {
+              const i = queue.indexOf(waiter);
+              if (i >= 0) {
+                queue.splice(i, 1);
+                if (i === 0) serve();
+              }
+            },
+            () => `${name}: ${queue.length} waiting`,
+          );
+        } catch (e) {
+          // Granted in the same instant as the cancellation: the token goes back to the bucket.
+          if (waiter.granted) {
+            tokens = Math.min(burst, tokens + 1);
+            serve();
+          }
+          throw e;
+        }
+        if (listening) {
+          const waitedMs = clock.now() - since;
+          task.emit({ type: "limiter:acquire", name, waitedMs, waiting: queue.length });
+        }
+      },
     },
-  };
+    `${name}.take()`,
+  );
   return {
     perSecond,
     burst,
     get waiting() {
       return queue.length;
     },
-    take(): Operation<void> {
+    take(): Operation<void> & NotAPromise {
       return takeOp;
     },
   };

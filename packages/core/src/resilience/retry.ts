@@ -2,11 +2,13 @@
  * `retry`: bounded retries with backoff, under every deadline.
  * @module
  */
+
 import { checkDurationMs, invalidRange, invalidType, isTimeoutError } from "../errors.js";
-import { BoundOp1 } from "../kernel/bound-op.js";
+import { BoundOp1, nameBody } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import { currentTask, delegate } from "../kernel/current.js";
 import { exitFrameOutcome } from "../kernel/frame-exit.js";
+import type { NotAPromise } from "../kernel/not-a-promise.js";
 import { checkRerunnableOp, nameOf, type Op, type Operation, type Outcome } from "../kernel/operation.js";
 import { randomSourceOf } from "../kernel/random.js";
 import type { TaskImpl } from "../kernel/task.js";
@@ -146,7 +148,7 @@ const defaultBackoff = exponential({ baseMs: 200, factor: 2, maxMs: 3000, jitter
  * @throws `RangeError` for `attempts` that is not a whole number ≥ 1, or a bad duration; `TypeError`
  * for a non-operation or a non-function `retryOn`/`onRetry`.
  */
-export function retry<T>(op: Op<T>, policy: RetryPolicy = {}): Operation<T> {
+export function retry<T>(op: Op<T>, policy: RetryPolicy = {}): Operation<T> & NotAPromise {
   checkRerunnableOp("retry(op)", op);
   checkRetryPolicy("retry(op, ", policy);
   const attempts = policy.attempts ?? 5;
@@ -164,7 +166,7 @@ export function retry<T>(op: Op<T>, policy: RetryPolicy = {}): Operation<T> {
     backoff,
     retryOn,
     policy,
-  }) as Operation<T>;
+  }) as Operation<T> & NotAPromise;
 }
 
 /**
@@ -331,8 +333,8 @@ function succeeded<T>(task: TaskImpl<unknown>, attempt: number, label: string, v
   return value;
 }
 
-function attemptLoop<T>(init: LoopInit<T>): Operation<T> {
-  return new BoundOp1(runAttempts, init) as Operation<T>;
+function attemptLoop<T>(init: LoopInit<T>): Operation<T> & NotAPromise {
+  return new BoundOp1(runAttempts, init) as Operation<T> & NotAPromise;
 }
 
 function* runAttempts<T>(init: LoopInit<T>): Generator<unknown, T, unknown> {
@@ -463,3 +465,7 @@ function warnIfUnreachable<T>(init: LoopInit<T>): void {
     message: `${init.label}: the per-attempt timeout (${perAttemptMs} ms) is not shorter than the ${Math.round(availableMs)} ms available, so ${attempts === 2 ? "its one retry can never run" : `none of its ${attempts - 1} retries can ever run`}`,
   });
 }
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(runRetry, "retry");
+nameBody(runAttempts, "retry");

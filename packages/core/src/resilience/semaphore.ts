@@ -2,9 +2,11 @@
  * `createSemaphore`: a fixed number of permits, handed out in FIFO order.
  * @module
  */
+
 import { checkOptions, invalidRange, invalidType } from "../errors.js";
-import { BoundOp1, BoundOp2 } from "../kernel/bound-op.js";
+import { BoundOp1, BoundOp2, nameBody } from "../kernel/bound-op.js";
 import { taskOf } from "../kernel/current.js";
+import type { NotAPromise } from "../kernel/not-a-promise.js";
 import {
   CURRENT_TASK,
   checkOp,
@@ -232,9 +234,9 @@ class SemaphoreImpl implements Semaphore, SemaphoreBooks, PermitPool {
   // Arrow properties, not methods: `items.map(db.use)` and `const { acquire } = db` keep working.
   readonly acquire = (): Operation<Permit> => new BoundOp1(acquireBody, this);
 
-  readonly use = <T>(op: Op<T>): Operation<T> => {
+  readonly use = <T>(op: Op<T>): Operation<T> & NotAPromise => {
     checkOp("semaphore.use(op)", op);
-    return new BoundOp2(useBody, this, op) as Operation<T>;
+    return new BoundOp2(useBody, this, op) as Operation<T> & NotAPromise;
   };
 
   positionOf(waiter: QueuedTask): number {
@@ -332,3 +334,7 @@ function* acquireBody(sem: SemaphoreImpl): Generator<unknown, Permit, unknown> {
 function useBody<T>(sem: SemaphoreImpl, op: Op<T>): UseIterator<T> {
   return new UseIterator(sem, op);
 }
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(acquireBody, "semaphore.acquire");
+nameBody(useBody, "semaphore.use");

@@ -2,9 +2,11 @@
  * `withCleanupBudget` and `cleanupBudget`: how long unwinding may take in a region.
  * @module
  */
+
 import { checkDurationMs } from "../errors.js";
 import { withContextValue } from "../kernel/context.js";
 import { currentTask } from "../kernel/current.js";
+import { type NotAPromise, notAPromise } from "../kernel/not-a-promise.js";
 import { checkOp, type Op, type Operation } from "../kernel/operation.js";
 import { BUDGET_KEY, DEFAULT_CLEANUP_BUDGET_MS } from "../kernel/task.js";
 
@@ -23,7 +25,7 @@ import { BUDGET_KEY, DEFAULT_CLEANUP_BUDGET_MS } from "../kernel/task.js";
  * ```
  * @throws `RangeError` for a negative, NaN or infinite `ms` (semantics §5: cleanup is always bounded).
  */
-export function withCleanupBudget<T>(ms: number, op: Op<T>): Operation<T> {
+export function withCleanupBudget<T>(ms: number, op: Op<T>): Operation<T> & NotAPromise {
   checkDurationMs("withCleanupBudget(ms)", ms, false);
   checkOp("withCleanupBudget(ms, op)", op);
   return withContextValue(BUDGET_KEY, ms, op);
@@ -43,14 +45,17 @@ export function withCleanupBudget<T>(ms: number, op: Op<T>): Operation<T> {
  * console.log(await run(() => withCleanupBudget(40, cleanupBudget))); // 40
  * ```
  */
-export function cleanupBudget(): Operation<number> {
+export function cleanupBudget(): Operation<number> & NotAPromise {
   return CLEANUP_BUDGET_OP;
 }
 
 // One operation for every caller (operations are re-runnable): no generator function per call.
-const CLEANUP_BUDGET_OP: Operation<number> = {
-  *[Symbol.iterator]() {
-    const task = yield* currentTask("cleanupBudget()");
-    return (task.top.contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
+const CLEANUP_BUDGET_OP: Operation<number> & NotAPromise = notAPromise(
+  {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("cleanupBudget()");
+      return (task.top.contexts[BUDGET_KEY] as number | undefined) ?? DEFAULT_CLEANUP_BUDGET_MS;
+    },
   },
-};
+  "cleanupBudget()",
+);

@@ -2,8 +2,10 @@
  * Reading time and the deadline in force: `now`, `deadline`, `remaining`.
  * @module
  */
+
 import type { Clock } from "../kernel/clock.js";
 import { currentTask } from "../kernel/current.js";
+import { type NotAPromise, notAPromise } from "../kernel/not-a-promise.js";
 import type { Operation } from "../kernel/operation.js";
 import { CLOCK_KEY } from "../kernel/task.js";
 
@@ -16,17 +18,20 @@ import { CLOCK_KEY } from "../kernel/task.js";
  * console.log(typeof (await run(now))); // "number"
  * ```
  */
-export function now(): Operation<number> {
+export function now(): Operation<number> & NotAPromise {
   return NOW_OP;
 }
 
 // One operation for every caller (operations are re-runnable): no generator function per call.
-const NOW_OP: Operation<number> = {
-  *[Symbol.iterator]() {
-    const task = yield* currentTask("now()");
-    return (task.top.contexts[CLOCK_KEY] as Clock).now();
+const NOW_OP: Operation<number> & NotAPromise = notAPromise(
+  {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("now()");
+      return (task.top.contexts[CLOCK_KEY] as Clock).now();
+    },
   },
-};
+  "now()",
+);
 
 /**
  * The effective deadline where the caller runs: the earliest over every enclosing `timeout` and
@@ -39,17 +44,20 @@ const NOW_OP: Operation<number> = {
  * console.log(await run(() => timeoutAt(Date.now() + 60_000, deadline)) > Date.now()); // true
  * ```
  */
-export function deadline(): Operation<number> {
+export function deadline(): Operation<number> & NotAPromise {
   return DEADLINE_OP;
 }
 
 // One operation for every caller (operations are re-runnable): no generator function per call.
-const DEADLINE_OP: Operation<number> = {
-  *[Symbol.iterator]() {
-    const task = yield* currentTask("deadline()");
-    return task.effectiveDeadline();
+const DEADLINE_OP: Operation<number> & NotAPromise = notAPromise(
+  {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("deadline()");
+      return task.effectiveDeadline();
+    },
   },
-};
+  "deadline()",
+);
 
 /**
  * What is left of the effective deadline, in whole milliseconds rounded down (never negative;
@@ -63,18 +71,21 @@ const DEADLINE_OP: Operation<number> = {
  * console.log(await run(() => timeout(2000, remaining)) <= 2000); // true
  * ```
  */
-export function remaining(): Operation<number> {
+export function remaining(): Operation<number> & NotAPromise {
   return REMAINING_OP;
 }
 
 // One operation for every caller (operations are re-runnable): no generator function per call.
-const REMAINING_OP: Operation<number> = {
-  *[Symbol.iterator]() {
-    const task = yield* currentTask("remaining()");
-    const clock = task.top.contexts[CLOCK_KEY] as Clock;
-    return Math.max(0, Math.floor(task.effectiveDeadline() - clock.now()));
+const REMAINING_OP: Operation<number> & NotAPromise = notAPromise(
+  {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("remaining()");
+      const clock = task.top.contexts[CLOCK_KEY] as Clock;
+      return Math.max(0, Math.floor(task.effectiveDeadline() - clock.now()));
+    },
   },
-};
+  "remaining()",
+);
 
 /**
  * The runtime's clock where the caller runs (virtual in tests), for integrations that schedule
@@ -87,14 +98,17 @@ const REMAINING_OP: Operation<number> = {
  * console.log(typeof clock.now()); // "number"
  * ```
  */
-export function useClock(): Operation<Clock> {
+export function useClock(): Operation<Clock> & NotAPromise {
   return USECLOCK_OP;
 }
 
 // One operation for every caller (operations are re-runnable): no generator function per call.
-const USECLOCK_OP: Operation<Clock> = {
-  *[Symbol.iterator]() {
-    const task = yield* currentTask("useClock()");
-    return task.top.contexts[CLOCK_KEY] as Clock;
+const USECLOCK_OP: Operation<Clock> & NotAPromise = notAPromise(
+  {
+    *[Symbol.iterator]() {
+      const task = yield* currentTask("useClock()");
+      return task.top.contexts[CLOCK_KEY] as Clock;
+    },
   },
-};
+  "useClock()",
+);

@@ -3,6 +3,7 @@
  * @module
  */
 import { type Clock, COARSE_NOW, type StampableClock } from "../kernel/clock.js";
+import { hostPerformance, hostTimers } from "../kernel/host.js";
 
 /** The longest delay a host timer takes (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
 const MAX_HOST_DELAY_MS = 2 ** 31 - 1;
@@ -44,8 +45,9 @@ const IDLE_TICKS = 200;
  * ```
  */
 export function createRealClock(): Clock {
-  const origin = performance.timeOrigin;
-  const now = () => origin + performance.now();
+  // The host's, kept at load (kernel/host.ts): fake timers installed later must not stop this clock.
+  const origin = hostPerformance.timeOrigin;
+  const now = () => origin + hostPerformance.now();
   /**
    * Invariant: exactly the timers neither fired nor cancelled nor taken for a batch, each at its
    * `index`, in heap order by (`at`, `seq`).
@@ -77,7 +79,7 @@ export function createRealClock(): Clock {
     coarseFresh = false;
     if (askedSinceTick) idleTicks = 0;
     else if (++idleTicks >= IDLE_TICKS && ticker !== null) {
-      clearInterval(ticker);
+      hostTimers.clearInterval(ticker);
       ticker = null;
     }
     askedSinceTick = false;
@@ -89,7 +91,7 @@ export function createRealClock(): Clock {
     coarseFresh = true;
     if (ticker === null) {
       idleTicks = 0;
-      ticker = setInterval(tick, 1);
+      ticker = hostTimers.setInterval(tick, 1);
       ticker.unref();
     }
     return coarse;
@@ -155,15 +157,15 @@ export function createRealClock(): Clock {
     // every `sleep(0)` (a zero backoff, say) cost a millisecond.
     if (delay <= 0) {
       hostAt = next.at;
-      immediate = setImmediate(fire);
+      immediate = hostTimers.setImmediate(fire);
     } else if (delay > MAX_HOST_DELAY_MS) {
       // The host would fire after 1 ms (with a TimeoutOverflowWarning) and re-arm forever; wake at
       // the host's limit instead, find nothing due, and re-arm from there until the timer is due.
       hostAt = t + MAX_HOST_DELAY_MS;
-      host = setTimeout(fire, MAX_HOST_DELAY_MS);
+      host = hostTimers.setTimeout(fire, MAX_HOST_DELAY_MS);
     } else {
       hostAt = next.at;
-      host = setTimeout(fire, Math.ceil(delay));
+      host = hostTimers.setTimeout(fire, Math.ceil(delay));
     }
     held = true;
     hold(live > 0);
@@ -185,8 +187,8 @@ export function createRealClock(): Clock {
     }
   };
   const clearHost = () => {
-    if (host) clearTimeout(host);
-    if (immediate) clearImmediate(immediate);
+    if (host) hostTimers.clearTimeout(host);
+    if (immediate) hostTimers.clearImmediate(immediate);
     host = null;
     immediate = null;
   };

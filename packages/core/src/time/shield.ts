@@ -2,10 +2,12 @@
  * `shield`: work that must finish survives an outer cancellation, for a bounded time.
  * @module
  */
+
 import { checkDurationMs, checkOptions, isTimeoutError } from "../errors.js";
-import { BoundOp3 } from "../kernel/bound-op.js";
+import { BoundOp3, nameBody } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import { currentTask } from "../kernel/current.js";
+import type { NotAPromise } from "../kernel/not-a-promise.js";
 import { checkOp, nameOf, type Op, type Operation, type Outcome } from "../kernel/operation.js";
 import { spawnInto } from "../kernel/spawn.js";
 import { BUDGET_KEY, CLEANUP_CAP_KEY, DEFAULT_CLEANUP_BUDGET_MS, type TaskImpl } from "../kernel/task.js";
@@ -35,12 +37,12 @@ import { timeoutScope } from "./timeout.js";
  * ```
  * @throws `RangeError` for a negative, NaN or infinite `limitMs` (a shield is never unbounded).
  */
-export function shield<T>(op: Op<T>, options?: { limitMs?: number }): Operation<T> {
+export function shield<T>(op: Op<T>, options?: { limitMs?: number }): Operation<T> & NotAPromise {
   checkOp("shield(op)", op);
   const limitOption = checkOptions("shield(op, options)", options)?.limitMs;
   if (limitOption !== undefined) checkDurationMs("shield(op, { limitMs })", limitOption, false);
   const name = `shield(${nameOf(op, "op")})`;
-  return new BoundOp3(runShielded, op, limitOption, name) as Operation<T>;
+  return new BoundOp3(runShielded, op, limitOption, name) as Operation<T> & NotAPromise;
 }
 
 /** The limit (an instant) of the innermost shield whose work is running here: shield limits nest. */
@@ -160,3 +162,6 @@ function* runShielded<T>(
   }
   throw (o as { error: unknown }).error;
 }
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(runShielded, "shield");

@@ -2,11 +2,13 @@
  * `sleep`: wait for a duration on the runtime's clock.
  * @module
  */
+
 import { checkDurationMs } from "../errors.js";
 import { roundMs } from "../format-value.js";
-import { BoundOp1 } from "../kernel/bound-op.js";
+import { BoundOp1, nameBody } from "../kernel/bound-op.js";
 import type { Clock } from "../kernel/clock.js";
 import { taskOf } from "../kernel/current.js";
+import type { NotAPromise } from "../kernel/not-a-promise.js";
 import {
   CURRENT_TASK,
   type Operation,
@@ -34,7 +36,7 @@ const SLEPT: Outcome<void> = Object.freeze({ ok: true, value: undefined });
  * ```
  * @throws `RangeError` for a negative or NaN `ms`, at the call.
  */
-export function sleep(ms: number): Operation<void> {
+export function sleep(ms: number): Operation<void> & NotAPromise {
   checkDurationMs("sleep(ms)", ms);
   return new BoundOp1(sleepFor, ms);
 }
@@ -70,3 +72,6 @@ class SleepWait extends SuspensionClass<void> {
   }
 }
 suspensionClass(SleepWait, "normal");
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(sleepFor, "sleep");

@@ -2,13 +2,15 @@
  * `timeout` and `timeoutAt`: scopes with a deadline that own their cancellation.
  * @module
  */
+
 import { checkDurationMs, invalidRange, invalidType, TimeoutError } from "../errors.js";
 import { roundMs } from "../format-value.js";
-import { BoundOp4 } from "../kernel/bound-op.js";
+import { BoundOp4, nameBody } from "../kernel/bound-op.js";
 import { isCancelled } from "../kernel/cancelled.js";
 import type { Clock } from "../kernel/clock.js";
 import { currentTask, delegate } from "../kernel/current.js";
 import { exitFrame } from "../kernel/frame-exit.js";
+import type { NotAPromise } from "../kernel/not-a-promise.js";
 import { checkOp, type Op, type Operation, type Outcome } from "../kernel/operation.js";
 import { CLOCK_KEY } from "../kernel/task.js";
 
@@ -37,7 +39,7 @@ import { CLOCK_KEY } from "../kernel/task.js";
  * ```
  * @throws `RangeError` for a negative or NaN `ms`; `TypeError` when `op` is not an operation, or for a `label` that is not a string.
  */
-export function timeout<T>(ms: number, op: Op<T>, options?: TimeoutOptions): Operation<T> {
+export function timeout<T>(ms: number, op: Op<T>, options?: TimeoutOptions): Operation<T> & NotAPromise {
   checkDurationMs("timeout(ms)", ms);
   checkOp("timeout(ms, op)", op);
   return timeoutScope(op, scopeLabel("timeout", ms, options), (t) => t + ms, REPORTED);
@@ -103,7 +105,7 @@ function scopeLabel(
  * ```
  * @throws `RangeError` for a NaN `at`; `TypeError` when `op` is not an operation, or for a `label` that is not a string.
  */
-export function timeoutAt<T>(at: number, op: Op<T>, options?: TimeoutOptions): Operation<T> {
+export function timeoutAt<T>(at: number, op: Op<T>, options?: TimeoutOptions): Operation<T> & NotAPromise {
   if (typeof at !== "number" || Number.isNaN(at))
     throw invalidRange("timeoutAt(at)", "a number (an instant on the runtime's clock)", at);
   checkOp("timeoutAt(at, op)", op);
@@ -119,8 +121,8 @@ export function timeoutScope<T>(
   label: string,
   deadlineFrom: (t: number) => number,
   extra: TimeoutExtra = {},
-): Operation<T> {
-  return new BoundOp4(inTimeout, op, label, deadlineFrom, extra) as Operation<T>;
+): Operation<T> & NotAPromise {
+  return new BoundOp4(inTimeout, op, label, deadlineFrom, extra) as Operation<T> & NotAPromise;
 }
 
 /** What a timeout scope of the runtime's own layers may add: a code, an owner set, its own error. */
@@ -218,3 +220,6 @@ function* inTimeout<T>(
     throw error;
   }
 }
+
+// What an awaited one of these operations is called in its KEEL_OPERATION_AWAITED error.
+nameBody(inTimeout, "timeout");

@@ -15,5 +15,21 @@ if (!dir)
 export default defineConfig({
   ...base,
   resolve: { ...base.resolve, alias: [{ find: /^bullmq$/, replacement: `${dir}/node_modules/bullmq` }] },
-  test: { ...base.test, include: ["packages/worker/test/**/*.test.ts"] },
+  test: {
+    ...base.test,
+    include: ["packages/worker/test/**/*.test.ts"],
+    /**
+     * One known leak of BullMQ 5's own, not Keel's: when a worker that was waiting for a job (its
+     * blocking fetch in flight) is closed, BullMQ 5.81's ioredis rejects the pending command with
+     * "Connection is closed." and nothing in BullMQ handles that promise (seen twice per run, in the
+     * contract case that stops a worker in the same turn it takes; never with BullMQ 6). Only that
+     * rejection, from ioredis's own close handler, is let through; any other unhandled error fails
+     * the run as usual.
+     */
+    onUnhandledError(error) {
+      const stack = String((error as { stack?: unknown }).stack ?? "");
+      if (error.message === "Connection is closed." && stack.includes("ioredis/built/redis/event_handler"))
+        return false;
+    },
+  },
 });

@@ -8,6 +8,7 @@ import { run, suspend } from "@keel/core";
 import { useWorker } from "@keel/worker";
 import { isRedisUnavailableError, useBullQueue } from "@keel/worker/bullmq";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { CHILD_TEST_TIMEOUT_MS, startChild } from "../../core/test/support/child.js";
 import { redisUp, removeKeys } from "./redis.js";
 
 /** A port nothing listens on: bound, then released. */
@@ -50,6 +51,18 @@ describe("Redis down at start", () => {
     expect(elapsedMs).toBeLessThan(5_000);
     expect(printed).toEqual([]);
   });
+
+  it(
+    "a process whose useBullQueue found no Redis, and caught the error, exits by itself (nothing of the queue keeps it alive)",
+    async () => {
+      const port = await closedPort();
+      const child = startChild(new URL("./fixtures/down-at-start.ts", import.meta.url), String(port));
+      const exit = await child.exited;
+      expect(child.stdoutLines()).toEqual(["caught KEEL_REDIS_UNAVAILABLE"]);
+      expect(exit.code).toBe(0);
+    },
+    CHILD_TEST_TIMEOUT_MS,
+  );
 
   describe.skipIf(!redisUp)("with Redis up", () => {
     /**

@@ -192,18 +192,24 @@ function* closeWithin(
   close: () => Promise<unknown>,
   disconnect: () => Promise<unknown>,
 ): Generator<unknown, void, unknown> {
-  const closed = yield* race([
-    function* graceful() {
-      if (capMs === 0) return false;
-      yield* until(close().catch(() => {}));
-      return true;
-    },
-    function* cap() {
-      yield* sleep(capMs);
-      return false;
-    },
-  ]);
-  // Not waited for: BullMQ's disconnect waits for a client that may never have connected.
+  // Started in every case, waited for only within the cap: BullMQ's close of a connection still
+  // being made (Redis down at start) disconnects it at once, and only the close does that (its
+  // disconnect waits for a client that never connects, whose reconnect timer would then keep the
+  // process alive).
+  const closing = close().catch(() => {});
+  const closed =
+    capMs > 0 &&
+    (yield* race([
+      function* graceful() {
+        yield* until(closing);
+        return true;
+      },
+      function* cap() {
+        yield* sleep(capMs);
+        return false;
+      },
+    ]));
+  // Not waited for either: for a client that did connect and no longer answers, this ends it.
   if (!closed) void disconnect().catch(() => {});
 }
 

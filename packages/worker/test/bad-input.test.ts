@@ -212,3 +212,18 @@ describe("emitEvent (core) takes only package event families", () => {
     });
   });
 });
+
+describe("useBullQueue refuses a bad callTimeoutMs at the call, naming it (no Redis needed)", () => {
+  const connection = { host: "127.0.0.1", port: 6379 };
+  for (const callTimeoutMs of [0, -1, Number.NaN, "2", null]) {
+    it(`callTimeoutMs ${String(callTimeoutMs)}`, () => {
+      expect(() => useBullQueue({ name: "q", connection, callTimeoutMs: callTimeoutMs as never })).toThrow(
+        /^useBullQueue\(\{ callTimeoutMs \}\): expected a number > 0 \(or Infinity\), got /,
+      );
+    });
+  }
+
+  it("callTimeoutMs Infinity (no bound) is accepted", () => {
+    expect(() => useBullQueue({ name: "q", connection, callTimeoutMs: Infinity })).not.toThrow();
+  });
+});

@@ -8,6 +8,7 @@
  */
 import {
   action,
+  isTimeoutError,
   type KeelEvent,
   type Operation,
   run,
@@ -224,4 +225,33 @@ describe.skipIf(!hasRedisServer)("a worker through Redis faults (a Redis of the 
     },
     CHILD_TEST_TIMEOUT_MS,
   );
+
+  it("Redis paused: the queue's own calls for its caller (add, counts) throw a TimeoutError naming the call at callTimeoutMs, not waiting for ever", async () => {
+    const own = (redis = await startRedis());
+    const outcome = await run(function* test() {
+      const queue = yield* useBullQueue<string>({
+        name: "faults",
+        connection: own.connection,
+        callTimeoutMs: 300,
+      });
+      yield* queue.add("x", { id: "before" });
+      own.pause();
+      const errors: unknown[] = [];
+      for (const call of [() => queue.add("y", { id: "during" }), () => queue.counts()])
+        try {
+          yield* call();
+        } catch (e) {
+          errors.push(e);
+        }
+      own.resume();
+      return { errors, counts: yield* queue.counts() };
+    });
+    expect(outcome.errors.map((e) => (e as Error).message)).toEqual([
+      "timeout(300, bullmq faults: add (callTimeoutMs)): timed out after 300 ms",
+      "timeout(300, bullmq faults: counts (callTimeoutMs)): timed out after 300 ms",
+    ]);
+    expect(outcome.errors.every((e) => isTimeoutError(e))).toBe(true);
+    // The add Redis had not answered lands once it resumes: a timeout says "unknown", not "not done".
+    expect(outcome.counts.waiting).toBeGreaterThanOrEqual(1);
+  }, 60_000);
 });

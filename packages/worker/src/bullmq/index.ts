@@ -3,9 +3,9 @@
  * worker processes on several machines. `bullmq` and a Redis client (`ioredis`) are optional peers.
  * @module @keel/worker/bullmq
  */
-import { type Operation, race, resource, sleep, spawn, until } from "@keel/core";
+import { type Operation, race, resource, sleep, spawn, timeout, until } from "@keel/core";
 import { Queue as BullQueue, Worker as BullWorker, type ConnectionOptions } from "bullmq";
-import { checkKeys, checkObject, checkWhole, invalidType } from "../checks.js";
+import { checkKeys, checkMs, checkObject, checkWhole, invalidType } from "../checks.js";
 import { type Queue, queueOver } from "../queue.js";
 import { describeRedis, lastErrorOf, whenReady } from "./connect.js";
 import { BullEngine } from "./engine.js";
@@ -17,6 +17,8 @@ export { isRedisUnavailableError, MissingPackageError, RedisUnavailableError } f
 const LOCK_MS = 30_000;
 /** BullMQ's default `maxStalledCount`: a job is dead-lettered at its second stall. */
 const MAX_STALLS = 1;
+/** The bound on the queue's calls for its caller (`callTimeoutMs`). */
+const CALL_TIMEOUT_MS = 10_000;
 /** How long `useBullQueue` (and a worker's first take) waits for Redis to answer. */
 const CONNECT_TIMEOUT_MS = 10_000;
 
@@ -72,8 +74,8 @@ const CONNECT_TIMEOUT_MS = 10_000;
  * }
  * ```
  * @throws `TypeError` for a missing `name` or `connection`; `RangeError` for a `lockMs` that is not a
- * whole number ≥ 100, a `connectTimeoutMs` that is not a whole number ≥ 1 or a `maxStalls` that is
- * not a whole number ≥ 0; `RedisUnavailableError`
+ * whole number ≥ 100, a `connectTimeoutMs` that is not a whole number ≥ 1, a `maxStalls` that is
+ * not a whole number ≥ 0 or a `callTimeoutMs` that is not a number > 0; `RedisUnavailableError`
  * (from the operation) when Redis does not answer within `connectTimeoutMs`; `MissingPackageError`
  * (from the operation) when BullMQ cannot load `ioredis` (not installed).
  */
@@ -85,6 +87,13 @@ export function useBullQueue<T>(options: {
   connectTimeoutMs?: number;
   /** How many times a job's deliveries may stall before it is dead-lettered as `stalled` (default 1). */
   maxStalls?: number;
+  /**
+   * The bound on each call the queue makes for its caller, `add`, `counts`, `deadLetters` and
+   * `obliterate` (default 10,000 ms; `Infinity`: none): with Redis gone or paused, one of them throws
+   * a `TimeoutError` naming the call instead of waiting for Redis for ever. A worker's own calls
+   * have theirs (`useWorker`'s `engineTimeoutMs`).
+   */
+  callTimeoutMs?: number;
 }): Operation<BullQueueHandle<T>> {
   const o = checkObject("useBullQueue(options)", options);
   checkKeys("useBullQueue(options)", o, [
@@ -94,6 +103,7 @@ export function useBullQueue<T>(options: {
     "lockMs",
     "connectTimeoutMs",
     "maxStalls",
+    "callTimeoutMs",
   ]);
   const lockMs =
     options.lockMs === undefined ? LOCK_MS : checkWhole("useBullQueue({ lockMs })", options.lockMs, 100);
@@ -105,6 +115,10 @@ export function useBullQueue<T>(options: {
     options.maxStalls === undefined
       ? MAX_STALLS
       : checkWhole("useBullQueue({ maxStalls })", options.maxStalls, 0);
+  const callTimeoutMs =
+    options.callTimeoutMs === undefined
+      ? CALL_TIMEOUT_MS
+      : checkMs("useBullQueue({ callTimeoutMs })", options.callTimeoutMs, { min: 1 });
   if (typeof options.name !== "string" || options.name === "")
     throw invalidType("useBullQueue({ name })", "a non-empty string", options.name);
   if (typeof options.connection !== "object" || options.connection === null)
@@ -150,6 +164,8 @@ export function useBullQueue<T>(options: {
           }
         });
         const base = queueOver(engine);
+        const bounded = <R>(what: string, op: Operation<R>): Operation<R> =>
+          timeout(callTimeoutMs, op, { label: `bullmq ${name}: ${what} (callTimeoutMs)` });
         yield* provide({
           ...base,
           add(data, addOptions) {
@@ -158,9 +174,11 @@ export function useBullQueue<T>(options: {
             } catch {
               throw invalidType(`queue(${name}).add(data)`, "a payload BullMQ can store as JSON", data);
             }
-            return base.add(data, addOptions);
+            return bounded("add", base.add(data, addOptions));
           },
-          obliterate: () => until(queue.obliterate({ force: true })),
+          counts: () => bounded("counts", base.counts()),
+          deadLetters: () => bounded("deadLetters", base.deadLetters()),
+          obliterate: () => bounded("obliterate", until(queue.obliterate({ force: true }))),
           cancelJob: (id, reason) => engine.cancelJob(id, reason),
         });
       } finally {

@@ -9,8 +9,9 @@
  * every entry point from ESM and requires each from CommonJS (`require(esm)`), bundles every entry
  * point with esbuild and runs them with tsx under the `source` condition, bundles a run+timeout+retry program minified and runs it (so
  * `sideEffects: false` is tried), type-checks a consumer under `moduleResolution` `node16` and
- * `bundler`, runs a vitest test that uses `@keel/testing`, and runs `publint --strict` on each
- * tarball.
+ * `bundler`, runs a vitest test that uses `@keel/testing`, installs `@keel/worker` and `@keel/core`
+ * with a plain `npm install` into a second project that already has bullmq 5 and ioredis (no
+ * ERESOLVE; `@keel/worker/bullmq` loads there), and runs `publint --strict` on each tarball.
  *
  * Nothing is listed by hand: packages come from the root `workspaces` (private ones skipped), entry
  * points from each package's `exports`, peers from each package's `peerDependencies`. A new
@@ -321,6 +322,43 @@ test("the HTTP client against the fault server", async () => {
     const summary = stripVTControlCharacters(out).match(/Tests +(\d+) passed/);
     if (summary?.[1] !== "2") throw new Error(`vitest did not pass 2 tests:\n${out}`);
     return `${summary[1]} tests passed`;
+  });
+
+  check("a project on bullmq 5 installs @keel/worker with a plain npm install (no ERESOLVE)", () => {
+    // A team that already runs BullMQ 5 (and its ioredis) adds Keel: plain `npm install` of the
+    // tarballs packed above, no --force or --legacy-peer-deps, and `@keel/worker/bullmq` loads on
+    // the bullmq 5 the project had.
+    const legacy = join(work, "bullmq5-app");
+    mkdirSync(legacy);
+    const bullmq5 = "5.81.5";
+    writeFileSync(
+      join(legacy, "package.json"),
+      `${JSON.stringify({ name: "bullmq5-app", private: true, type: "module" }, null, 2)}\n`,
+    );
+    const npmInstall = (...specs) =>
+      sh(
+        "npm",
+        ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", ...specs],
+        legacy,
+        `npm install ${specs.map((s) => (s.startsWith("/") ? relative(work, s) : s)).join(" ")} (a project on bullmq 5)`,
+      );
+    npmInstall(`bullmq@${bullmq5}`, "ioredis@5.11.1");
+    const keel = packages.filter(({ pkg }) => pkg.name === "@keel/core" || pkg.name === "@keel/worker");
+    npmInstall(...keel.map(({ tarball }) => tarball));
+    const installed = readJson(join(legacy, "node_modules", "bullmq", "package.json")).version;
+    if (installed !== bullmq5)
+      throw new Error(`installing Keel replaced bullmq ${bullmq5} with ${installed}`);
+    writeFileSync(
+      join(legacy, "load.mjs"),
+      `const bull = await import("@keel/worker/bullmq");
+const worker = await import("@keel/worker");
+if (typeof bull.useBullQueue !== "function" || typeof worker.useWorker !== "function") throw new Error("missing exports");
+console.log("loaded");
+`,
+    );
+    const out = sh("node", ["load.mjs"], legacy, "importing @keel/worker/bullmq on bullmq 5").trim();
+    if (out !== "loaded") throw new Error(`load.mjs printed ${JSON.stringify(out)}`);
+    return `bullmq ${installed}, ioredis ${readJson(join(legacy, "node_modules", "ioredis", "package.json")).version}`;
   });
 
   check("publint --strict on every tarball", () => {

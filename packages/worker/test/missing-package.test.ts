@@ -1,11 +1,16 @@
 /**
  * A BullMQ without `ioredis` (an optional peer of BullMQ 6) is named as a missing package, with the
  * command that installs it, not reported as a Redis that does not answer: through the engine's wait
- * for a connection, given the error BullMQ 6 raises when it cannot load `ioredis` (its own words).
+ * for a connection, given the error BullMQ 6 raises when it cannot load `ioredis` (its own words);
+ * and for real, in a child process where `ioredis` cannot be found and `bullmq` can
+ * (fixtures/unresolvable.mjs). BullMQ 6 loads `ioredis` lazily, with `require`, when a connection is
+ * made from options, so `@keel/worker/bullmq` imports and the error comes from `useBullQueue`.
+ * (BullMQ 5 depends on `ioredis`: there it cannot be missing.)
  */
 import { run } from "@keel/core";
 import { MissingPackageError } from "@keel/worker/bullmq";
 import { describe, expect, it } from "vitest";
+import { CHILD_TEST_TIMEOUT_MS, startChildWith } from "../../core/test/support/child.js";
 import { missingIoredis, whenReady } from "../src/bullmq/connect.js";
 
 /** BullMQ 6.7's error (redis-connection.js, `loadIORedis`), raised by its connection's init. */
@@ -55,4 +60,28 @@ describe("a missing ioredis", () => {
     ).toBe(false);
     expect(missingIoredis(new Error("connect ECONNREFUSED 127.0.0.1:6379"))).toBe(false);
   });
+
+  it(
+    "for real: useBullQueue in a process without ioredis fails with MissingPackageError, and the process exits",
+    async () => {
+      const child = startChildWith(
+        {
+          imports: [new URL("./fixtures/unresolvable.mjs", import.meta.url)],
+          env: { KEEL_UNRESOLVABLE: "ioredis" },
+        },
+        new URL("./fixtures/no-ioredis.ts", import.meta.url),
+        "6379",
+      );
+      const exit = await child.exited;
+      expect({ stdout: child.stdoutLines(), stderr: child.stderr() }).toEqual({
+        stdout: [
+          "caught KEEL_MISSING_PACKAGE ioredis MissingPackageError",
+          "useBullQueue(mail): the package ioredis is not installed; BullMQ needs it to connect to Redis: npm install ioredis",
+        ],
+        stderr: "",
+      });
+      expect(exit.code).toBe(0);
+    },
+    CHILD_TEST_TIMEOUT_MS,
+  );
 });

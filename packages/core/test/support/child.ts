@@ -48,11 +48,30 @@ afterEach(() => {
 
 /** Starts `node --import tsx --conditions=source <fixture> ...args`; `fixture` is a URL or a path. */
 export function startChild(fixture: URL | string, ...args: string[]): Child {
+  return startChildWith({}, fixture, ...args);
+}
+
+/** What {@link startChildWith} adds to a child's command line and environment. */
+export interface ChildOptions {
+  /** Modules for `--import` after tsx's (module hooks: registered last, they resolve first). */
+  readonly imports?: readonly (URL | string)[];
+  /** Variables added to the child's environment (over this process's). */
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+/** {@link startChild} with more `--import`s and environment variables. */
+export function startChildWith(options: ChildOptions, fixture: URL | string, ...args: string[]): Child {
   const script = fixture instanceof URL ? fileURLToPath(fixture) : fixture;
-  const proc = spawn(process.execPath, ["--import", "tsx", "--conditions=source", script, ...args], {
-    cwd: repoRoot,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const imports = (options.imports ?? []).flatMap((m) => ["--import", m instanceof URL ? m.href : m]);
+  const proc = spawn(
+    process.execPath,
+    ["--import", "tsx", ...imports, "--conditions=source", script, ...args],
+    {
+      cwd: repoRoot,
+      env: { ...process.env, ...options.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   children.push(proc);
   let out = "";
   let err = "";

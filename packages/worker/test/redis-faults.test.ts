@@ -220,7 +220,6 @@ describe.skipIf(!hasRedisServer)("a worker through Redis faults (a Redis of the 
       await own.kill();
       child.process.kill("SIGTERM");
       const exit = await child.exited;
-      console.log("STDERR", child.stderr(), "STDOUT", child.stdoutLines());
       expect({ code: exit.code, stderr: child.stderr() }).toMatchObject({ code: 143 });
     },
     CHILD_TEST_TIMEOUT_MS,

@@ -15,29 +15,20 @@ import {
   formatTaskTree,
   isCancelled,
   type KeelEvent,
-  type Operation,
   run,
   sleep,
   snapshot,
-  spawn,
-  suspend,
   type Task,
   until,
 } from "@keel/core";
-import {
-  isEngineTimeoutError,
-  isJobLockLostError,
-  type Queue,
-  useWorker,
-  type Worker,
-  type WorkerOptions,
-} from "@keel/worker";
+import { isEngineTimeoutError, isJobLockLostError } from "@keel/worker";
 import { useBullQueue } from "@keel/worker/bullmq";
 import { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { CHILD_TEST_TIMEOUT_MS, startChild } from "../../core/test/support/child.js";
 import { hasRedisServer, type OwnRedis, startRedis } from "./fixtures/redis-server.js";
 import { startProxy, type TcpProxy } from "./fixtures/tcp-proxy.js";
+import { engineEvents, eventually, serve } from "./support-faults.js";
 
 const stuckWorker = new URL("./fixtures/stuck-worker.ts", import.meta.url);
 
@@ -62,46 +53,6 @@ function client(own: OwnRedis): Redis {
   return c;
 }
 
-/** Waits until `ready()` holds, polling every 20 ms; `what` names it if the hang guard trips. */
-function* eventually(what: string, ready: () => boolean | Operation<boolean>, guardMs = 30_000) {
-  const from = Date.now();
-  for (;;) {
-    const r = ready();
-    if (typeof r === "boolean" ? r : yield* r) return;
-    if (Date.now() - from > guardMs) throw new Error(`hang guard: still waiting for ${what}`);
-    yield* sleep(20);
-  }
-}
-
-interface Service {
-  readonly task: Task<void>;
-  readonly worker: () => Worker;
-  readonly ran: string[];
-}
-
-/** A worker over `queue` in a task of its own; its handler records each job it runs. */
-function* serve(
-  queue: Queue<string>,
-  options: WorkerOptions<string>,
-  handle: (id: string) => Operation<void> = function* () {},
-): Generator<unknown, Service, unknown> {
-  const ran: string[] = [];
-  let worker: Worker | null = null;
-  const task = yield* spawn(function* service() {
-    worker = yield* useWorker(
-      queue,
-      function* handler(job) {
-        ran.push(job.id);
-        yield* handle(job.id);
-      },
-      options,
-    );
-    yield* suspend();
-  });
-  yield* eventually("the worker", () => worker !== null);
-  return { task, worker: () => worker as unknown as Worker, ran };
-}
-
 /** A latch a handler waits on (`wait`, named in the task tree) until the test opens it. */
 function latch() {
   let open: (() => void) | null = null;
@@ -116,10 +67,6 @@ function latch() {
     },
     open: () => (open as unknown as () => void)(),
   };
-}
-
-function engineEvents(events: KeelEvent[]): string[] {
-  return events.flatMap((e) => (e.type === "worker:engine" ? [e.state] : []));
 }
 
 function jobEvents(events: KeelEvent[], transition: string) {

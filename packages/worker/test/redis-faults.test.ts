@@ -6,29 +6,13 @@
  * every call it makes is bounded by `engineTimeoutMs`. Waits are on conditions, with generous hang
  * guards; nothing asserts a duration.
  */
-import {
-  action,
-  isTimeoutError,
-  type KeelEvent,
-  type Operation,
-  run,
-  sleep,
-  spawn,
-  suspend,
-  type Task,
-  until,
-} from "@keel/core";
-import {
-  isEngineUnavailableError,
-  type Queue,
-  useWorker,
-  type Worker,
-  type WorkerOptions,
-} from "@keel/worker";
+import { action, isTimeoutError, type KeelEvent, run, suspend, until } from "@keel/core";
+import { isEngineUnavailableError, useWorker } from "@keel/worker";
 import { useBullQueue } from "@keel/worker/bullmq";
 import { afterEach, describe, expect, it } from "vitest";
 import { CHILD_TEST_TIMEOUT_MS, startChild } from "../../core/test/support/child.js";
 import { hasRedisServer, type OwnRedis, startRedis } from "./fixtures/redis-server.js";
+import { engineEvents, eventually, serve } from "./support-faults.js";
 
 const faultWorker = new URL("./fixtures/fault-worker.ts", import.meta.url);
 
@@ -37,50 +21,6 @@ afterEach(async () => {
   await redis?.stop();
   redis = null;
 });
-
-/** Waits until `ready()` holds, polling every 20 ms; `what` names it if the hang guard trips. */
-function* eventually(what: string, ready: () => boolean | Operation<boolean>, guardMs = 20_000) {
-  const from = Date.now();
-  for (;;) {
-    const r = ready();
-    if (typeof r === "boolean" ? r : yield* r) return;
-    if (Date.now() - from > guardMs) throw new Error(`hang guard: still waiting for ${what}`);
-    yield* sleep(20);
-  }
-}
-
-interface Service {
-  readonly task: Task<void>;
-  readonly worker: () => Worker;
-  readonly ran: string[];
-}
-
-/** A worker over `queue` in a task of its own; its handler records each job it runs. */
-function* serve(
-  queue: Queue<string>,
-  options: WorkerOptions<string>,
-  handle: (id: string) => Operation<void> = function* () {},
-): Generator<unknown, Service, unknown> {
-  const ran: string[] = [];
-  let worker: Worker | null = null;
-  const task = yield* spawn(function* service() {
-    worker = yield* useWorker(
-      queue,
-      function* handler(job) {
-        ran.push(job.id);
-        yield* handle(job.id);
-      },
-      options,
-    );
-    yield* suspend();
-  });
-  yield* eventually("the worker", () => worker !== null);
-  return { task, worker: () => worker as unknown as Worker, ran };
-}
-
-function engineEvents(events: KeelEvent[]): string[] {
-  return events.flatMap((e) => (e.type === "worker:engine" ? [e.state] : []));
-}
 
 describe.skipIf(!hasRedisServer)("a worker through Redis faults (a Redis of the test's own)", () => {
   it("Redis killed, then restarted with its data: down once, nothing taken meanwhile, up once, every job completed once", async () => {

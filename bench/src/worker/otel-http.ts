@@ -8,7 +8,7 @@
  * requests (a keep-alive HTTP server on 127.0.0.1 that answers at once).
  *
  * Usage: `npm run bench:worker:otel -w @keel/bench [-- --jobs=3000 --warmup=1000 --reps=5
- * --concurrency=16]`. Prints a table for `bench/results.md`.
+ * --concurrency=16 --kinds=keel,plain]`. Prints a table for `bench/results.md`.
  * @module
  */
 import { spawn } from "node:child_process";
@@ -24,8 +24,14 @@ const reps = arg("reps", 5);
 const concurrency = arg("concurrency", 16);
 const child = fileURLToPath(new URL("./otel-http-child.ts", import.meta.url));
 const connection = { host: "127.0.0.1", port: 6379, maxRetriesPerRequest: null };
-const KINDS = ["keel", "plain", "keel-own", "keel-off"] as const;
-type Kind = (typeof KINDS)[number];
+const ALL_KINDS = ["keel", "plain", "keel-own", "keel-off"] as const;
+type Kind = (typeof ALL_KINDS)[number];
+/** `--kinds=keel,plain` runs only those (plain always, the ratios' reference). */
+const only = process.argv
+  .find((a) => a.startsWith("--kinds="))
+  ?.split("=")[1]
+  ?.split(",");
+const KINDS = ALL_KINDS.filter((k) => k === "plain" || !only || only.includes(k));
 
 const server = createServer((_req, res) => res.end("ok")).listen(0, "127.0.0.1");
 await new Promise((r) => server.once("listening", r));
@@ -48,6 +54,7 @@ async function sample(kind: Kind, r: number): Promise<Sample> {
       })),
     );
   const args = [
+    ...(process.env.BENCH_CHILD_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
     "--expose-gc",
     "--import",
     "tsx",

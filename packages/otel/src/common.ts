@@ -8,9 +8,13 @@ import { type Span, SpanStatusCode } from "@opentelemetry/api";
 /** The attribute for what was left of the deadline in force when a span started. */
 export const DEADLINE_LEFT = "keel.deadline.left_ms";
 
-/** `{ keel.deadline.left_ms }` when a deadline exists (`Infinity` or absent means none). */
-export function deadlineLeft(ms: number | undefined): Record<string, number> {
-  return ms !== undefined && Number.isFinite(ms) ? { [DEADLINE_LEFT]: ms } : {};
+/**
+ * Sets `keel.deadline.left_ms` on `attributes` when a deadline exists (`Infinity` or absent means
+ * none) and returns them: in place, as attributes are built on every event.
+ */
+export function addDeadlineLeft<A extends Record<string, unknown>>(attributes: A, ms: number | undefined): A {
+  if (ms !== undefined && Number.isFinite(ms)) (attributes as Record<string, unknown>)[DEADLINE_LEFT] = ms;
+  return attributes;
 }
 
 /** Records `error` on `span` and marks it failed. */

@@ -22,7 +22,7 @@ import {
   type Tracer,
   trace,
 } from "@opentelemetry/api";
-import { deadlineLeft, fail } from "./common.js";
+import { addDeadlineLeft, fail } from "./common.js";
 import { httpAttributes, httpErrorType } from "./http-attributes.js";
 import type { KeelMetrics } from "./metrics.js";
 import { injectTraceContext } from "./propagation.js";
@@ -71,7 +71,7 @@ export class HttpSpans {
     parent: Context,
     e: RequestRef & { setHeader: (name: string, value: string) => void; deadlineLeftMs?: number },
   ): void {
-    const attributes = { ...httpAttributes(e.method, e.url, true), ...deadlineLeft(e.deadlineLeftMs) };
+    const attributes = addDeadlineLeft(httpAttributes(e.method, e.url, true), e.deadlineLeftMs);
     const span = this.tracer.startSpan(e.method, { kind: SpanKind.CLIENT, attributes }, parent);
     injectTraceContext(parent, span, e.setHeader, this.propagator);
     const now = Date.now();
@@ -122,6 +122,7 @@ export class HttpSpans {
 
   /** A task settled: the requests it sent and never finished end with it. */
   settled(taskId: number): void {
+    if (this.requests.size === 0) return;
     for (const [key, list] of this.requests) {
       for (const r of list.filter((x) => x.taskId === taskId)) r.span.end();
       const left = list.filter((x) => x.taskId !== taskId);
@@ -131,6 +132,8 @@ export class HttpSpans {
   }
 
   private find(e: RequestRef, remove: boolean): Request | undefined {
+    // None open (undici's instrumentation makes them, or none was sent): no key to build.
+    if (this.requests.size === 0) return undefined;
     const key = `${e.rootId} ${e.method} ${e.url}`;
     const list = this.requests.get(key);
     if (!list) return undefined;

@@ -21,6 +21,7 @@ import {
   ROOT_CONTEXT,
   type Span,
   SpanKind,
+  type SpanOptions,
   type Tracer,
   trace,
 } from "@opentelemetry/api";
@@ -184,13 +185,13 @@ export class SpanTree {
     name: string,
     key: string,
     attributes: Attributes,
-    options: { spanKind?: SpanKind; budgetLabel?: string; parent?: Context; links?: Link[] } = {},
+    options?: { spanKind?: SpanKind; budgetLabel?: string; parent?: Context; links?: Link[] | undefined },
   ): void {
     const node = this.tasks.get(taskId);
     if (!node) return;
-    const parent = options.parent ?? this.contextFor(taskId);
-    const kindOfSpan = options.spanKind ?? SpanKind.INTERNAL;
-    const spanOptions = { kind: kindOfSpan, attributes, ...(options.links ? { links: options.links } : {}) };
+    const parent = options?.parent ?? this.contextFor(taskId);
+    const spanOptions: SpanOptions = { kind: options?.spanKind ?? SpanKind.INTERNAL, attributes };
+    if (options?.links) spanOptions.links = options.links;
     const span = this.tracer.startSpan(name, spanOptions, parent);
     node.stack.push({
       kind,
@@ -198,7 +199,7 @@ export class SpanTree {
       ctx: trace.setSpan(parent, span),
       key,
       name,
-      budgetLabel: options.budgetLabel ?? null,
+      budgetLabel: options?.budgetLabel ?? null,
       timeoutId: null,
     });
   }

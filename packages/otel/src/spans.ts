@@ -10,7 +10,7 @@
  */
 import type { KeelEvent } from "@keel/core";
 import { context, ROOT_CONTEXT, SpanKind, type TextMapPropagator, type Tracer } from "@opentelemetry/api";
-import { deadlineLeft, fail, timeoutName } from "./common.js";
+import { addDeadlineLeft, fail, timeoutName } from "./common.js";
 import { HttpSpans, type HttpSpansMode } from "./http-spans.js";
 import type { KeelMetrics } from "./metrics.js";
 import { extractContext, injectContext } from "./propagation.js";
@@ -20,6 +20,9 @@ import { type Attributes, type Scope, SpanTree } from "./span-tree.js";
 const ANONYMOUS = new Set(["task", "op", "shielded", "keel"]);
 
 type Of<T extends KeelEvent["type"]> = Extract<KeelEvent, { type: T }>;
+
+/** The attributes of a task that gets no span (never read). */
+const NO_ATTRIBUTES: Attributes = Object.freeze({}) as Attributes;
 
 export class SpanTracker {
   private readonly tree: SpanTree;
@@ -142,18 +145,14 @@ export class SpanTracker {
 
   private start(e: Of<"task:start">): void {
     const named = e.parentId === null || !ANONYMOUS.has(e.name);
-    this.tree.start(
-      e.taskId,
-      e.parentId,
-      named ? e.name : null,
-      {
-        "keel.task.path": e.path,
-        "keel.task.id": e.taskId,
-        "keel.root.id": e.rootId,
-        ...deadlineLeft(e.deadlineLeftMs),
-      },
-      e.longLived === true,
-    );
+    // An anonymous task gets no span: its attributes are never read.
+    const attributes: Attributes = named
+      ? addDeadlineLeft(
+          { "keel.task.path": e.path, "keel.task.id": e.taskId, "keel.root.id": e.rootId },
+          e.deadlineLeftMs,
+        )
+      : NO_ATTRIBUTES;
+    this.tree.start(e.taskId, e.parentId, named ? e.name : null, attributes, e.longLived === true);
   }
 
   private settle(e: Of<"task:settle">): void {
@@ -172,12 +171,10 @@ export class SpanTracker {
 
   private timeoutStart(e: Of<"timeout:start">): void {
     const { scope, timeoutMs, deadlineLeftMs } = e;
-    const attributes = {
-      "keel.timeout.owner": scope.label,
-      "keel.timeout.ms": timeoutMs,
-      "keel.timeout.fired": false,
-      ...deadlineLeft(deadlineLeftMs),
-    };
+    const attributes = addDeadlineLeft(
+      { "keel.timeout.owner": scope.label, "keel.timeout.ms": timeoutMs, "keel.timeout.fired": false },
+      deadlineLeftMs,
+    );
     const top = this.tree.top(e.taskId);
     // The delivery's deadline scope is the first opened in its job's span: the job's span carries
     // it (one span fewer per job, and the handler's work hangs from the job).
@@ -205,11 +202,10 @@ export class SpanTracker {
   }
 
   private retryStart(e: Of<"retry:start">): void {
-    const attributes: Attributes = {
-      "keel.retry.label": e.label,
-      "keel.retry.attempts": e.attempts,
-      ...deadlineLeft(e.deadlineLeftMs),
-    };
+    const attributes: Attributes = addDeadlineLeft(
+      { "keel.retry.label": e.label, "keel.retry.attempts": e.attempts },
+      e.deadlineLeftMs,
+    );
     if (e.budgetMs !== null) attributes["keel.retry.budget_ms"] = e.budgetMs;
     if (e.perAttemptMs !== null) attributes["keel.retry.per_attempt_ms"] = e.perAttemptMs;
     const budgetLabel = e.budgetMs === null ? undefined : `${e.label} budget ${e.budgetMs} ms`;
@@ -224,11 +220,13 @@ export class SpanTracker {
         "keel.retry.label": label,
         "keel.retry.attempts": attempts,
       });
-    this.tree.open(taskId, "attempt", `${label} attempt ${attempt}`, label, {
-      "keel.retry.attempt": attempt,
-      "keel.retry.attempts": attempts,
-      ...deadlineLeft(e.deadlineLeftMs),
-    });
+    this.tree.open(
+      taskId,
+      "attempt",
+      `${label} attempt ${attempt}`,
+      label,
+      addDeadlineLeft({ "keel.retry.attempt": attempt, "keel.retry.attempts": attempts }, e.deadlineLeftMs),
+    );
   }
 
   private job(e: Of<"worker:job">): void {
@@ -238,12 +236,10 @@ export class SpanTracker {
       // shutdown) ends when the job is delivered again.
       this.endedJobs.get(key)?.span.end();
       this.endedJobs.delete(key);
-      const attributes: Attributes = {
-        "keel.job.queue": e.queue,
-        "keel.job.id": e.jobId,
-        "keel.job.attempt": e.attempt,
-        ...deadlineLeft(e.deadlineLeftMs),
-      };
+      const attributes: Attributes = addDeadlineLeft(
+        { "keel.job.queue": e.queue, "keel.job.id": e.jobId, "keel.job.attempt": e.attempt },
+        e.deadlineLeftMs,
+      );
       if (e.attempts !== undefined) attributes["keel.job.attempts"] = e.attempts;
       attributes["keel.task.path"] = e.path;
       // Each delivery is a trace of its own, or a child of the context the job was added under
@@ -253,7 +249,7 @@ export class SpanTracker {
       this.tree.open(e.taskId, "job", `job ${e.queue}`, key, attributes, {
         spanKind: SpanKind.CONSUMER,
         parent: producer?.ctx ?? ROOT_CONTEXT,
-        ...(producer ? { links: [{ context: producer.span }] } : {}),
+        links: producer ? [{ context: producer.span }] : undefined,
       });
       return;
     }

@@ -827,18 +827,24 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     return new TaskCancelledError(this.path, this.result as CancelReason);
   }
 
+  /**
+   * Completes `event` with what every event carries (`at`, `taskId`, `path`, `rootId`) and hands it
+   * on. `event` is the caller's own fresh object, completed in place (a copy per event cost more
+   * than the listener's work once an OTel subscriber listens): callers pass a literal, and
+   * `emitEvent` a copy of what it was given.
+   */
   emit(event: KeelEventInput): void {
     if (!this.runtime.listening && !warningEvents.has(event.type)) return;
     const outer = emitting;
     emitting = this;
     try {
-      this.runtime.emit({
-        ...event,
-        at: this.clock.now(),
-        taskId: this.id,
-        path: this.path,
-        rootId: this.runtime.rootId,
-      } as KeelEvent);
+      const e = event as Writable<KeelEvent>;
+      const runtime = this.runtime;
+      e.at = this.clock.now();
+      e.taskId = this.id;
+      e.path = this.path;
+      e.rootId = runtime.rootId;
+      runtime.emit(e);
     } finally {
       emitting = outer;
     }
@@ -1040,3 +1046,6 @@ function timedAdvance(watch: StepWatch): Stepping["advance"] {
       this.emit({ type: "task:blocked", durationMs: Math.round(tookMs), thresholdMs: watch.thresholdMs });
   };
 }
+
+/** `T` with its properties assignable (an event completed in place by `emit`). */
+type Writable<T> = { -readonly [K in keyof T]: T[K] };

@@ -122,7 +122,8 @@ const DONE: Iterator<unknown, void, unknown> = {
 
 function emitIn(task: TaskImpl<unknown>, event: PackageEventInput): void {
   if (event.type === "deadline:missing") warnNoDeadline(task, event.call, event.label);
-  else task.emit(event as KeelEventInput);
+  // A copy: `task.emit` completes the object it is given, and this one is the caller's.
+  else task.emit({ ...event } as KeelEventInput);
 }
 
 /** Outside a step (an operation driven by hand): asks the driver for the task, as `currentTask` does. */

@@ -6,8 +6,9 @@
 import { KeelError } from "@keel/core";
 
 /**
- * A call to the queue's engine got no answer within the worker's `engineTimeoutMs`. It marks the
- * engine down (a `worker:engine` event); it fails nothing by itself.
+ * A call to the queue's engine got no answer within the worker's `engineTimeoutMs` (it marks the
+ * engine down, a `worker:engine` event, and fails nothing by itself), or a call the queue made for
+ * its caller within the BullMQ queue's `callTimeoutMs` (thrown to the caller).
  *
  * @example
  * ```ts
@@ -21,11 +22,10 @@ export class EngineTimeoutError extends KeelError {
     readonly queue: string,
     readonly call: string,
     readonly timeoutMs: number,
+    /** The option that set the bound: the worker's `engineTimeoutMs`, or the queue's `callTimeoutMs`. */
+    readonly option = "engineTimeoutMs",
   ) {
-    super(
-      "KEEL_ENGINE_TIMEOUT",
-      `queue ${queue}: ${call} got no answer within ${timeoutMs} ms (engineTimeoutMs)`,
-    );
+    super("KEEL_ENGINE_TIMEOUT", `queue ${queue}: ${call} got no answer within ${timeoutMs} ms (${option})`);
     this.name = "EngineTimeoutError";
   }
 }

@@ -24,7 +24,7 @@ import type {
   JobState,
   QueueEngine,
 } from "../engine.js";
-import { JobLockLostError } from "../engine-errors.js";
+import { EngineTimeoutError, JobLockLostError } from "../engine-errors.js";
 import { JobStalledOutError } from "../errors.js";
 import { Bound } from "../op.js";
 import { Consumer, type Held } from "./consumer.js";
@@ -44,8 +44,11 @@ export class BullEngine<T> implements QueueEngine<T> {
     readonly name: string,
     private readonly queue: BullQueue<T, unknown, string, T, unknown, string>,
     private readonly makeWorker: () => BullWorker<T>,
-    /** Where Redis is (for messages), and how long a worker's first take waits for it. */
-    private readonly redis: { describe: string; connectTimeoutMs: number },
+    /**
+     * Where Redis is (for messages), how long a worker's first take waits for it, and the bound on
+     * the calls made for the queue's caller (`callTimeoutMs`: add, counts, dead letters).
+     */
+    private readonly redis: { describe: string; connectTimeoutMs: number; callTimeoutMs: number },
   ) {
     this.at = `bullmq ${name}: `;
     this.on = ` on Redis ${redis.describe}`;
@@ -71,7 +74,7 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   add(data: T, o: EngineAddOptions): Operation<AddResult> {
-    return this.onRedis("add", this.addJob(data, o));
+    return this.onRedisBounded("add", this.addJob(data, o));
   }
 
   private async addJob(data: T, o: EngineAddOptions): Promise<AddResult> {
@@ -194,6 +197,28 @@ export class BullEngine<T> implements QueueEngine<T> {
     );
   }
 
+  /**
+   * `onRedis`, bounded by `callTimeoutMs` (a call made for the queue's caller, who has no bound of
+   * its own to give): an `EngineTimeoutError` naming the call when Redis does not answer. The call
+   * itself goes on (it may still land: an `add` with an `id` is safe to make again). The bound is
+   * a plain timer, not a timeout scope, so the call stays in the caller's scope (its trace context).
+   */
+  private onRedisBounded<R>(what: string, promise: Promise<R>): Operation<R> {
+    const ms = this.redis.callTimeoutMs;
+    if (ms === Infinity) return this.onRedis(what, promise);
+    return action<R>(
+      (resolve, reject) => {
+        const timer = setTimeout(
+          () => reject(new EngineTimeoutError(this.name, what, ms, "callTimeoutMs")),
+          ms,
+        );
+        promise.then(resolve, reject).finally(() => clearTimeout(timer));
+        return () => clearTimeout(timer);
+      },
+      this.at + what + this.on,
+    );
+  }
+
   /** The worker gives up on ending `job`: its lock is no longer extended, and lapses. */
   forget(job: EngineJob<T>): void {
     if (this.holdOf(job)) this.active.delete(job.id);
@@ -236,7 +261,7 @@ export class BullEngine<T> implements QueueEngine<T> {
   }
 
   counts(): Operation<EngineCounts> {
-    return this.onRedis(
+    return this.onRedisBounded(
       "counts",
       this.queue
         .getJobCounts("wait", "prioritized", "delayed", "active", "completed", "failed")
@@ -250,8 +275,13 @@ export class BullEngine<T> implements QueueEngine<T> {
     );
   }
 
+  /** Removes every key of the queue (tests), bounded by `callTimeoutMs`. */
+  obliterate(): Operation<void> {
+    return this.onRedisBounded("obliterate", this.queue.obliterate({ force: true }));
+  }
+
   deadLetters(): Operation<readonly DeadLetter<T>[]> {
-    return this.onRedis(
+    return this.onRedisBounded(
       "deadLetters",
       this.queue.getFailed(0, -1).then((jobs) =>
         jobs.reverse().map((j) => ({

@@ -3,7 +3,7 @@
  * worker processes on several machines. `bullmq` and a Redis client (`ioredis`) are optional peers.
  * @module @keel/worker/bullmq
  */
-import { type Operation, race, resource, sleep, spawn, timeout, until } from "@keel/core";
+import { type Operation, race, resource, sleep, spawn, until } from "@keel/core";
 import { Queue as BullQueue, Worker as BullWorker, type ConnectionOptions } from "bullmq";
 import { checkKeys, checkMs, checkObject, checkWhole, invalidType } from "../checks.js";
 import { type Queue, queueOver } from "../queue.js";
@@ -90,7 +90,7 @@ export function useBullQueue<T>(options: {
   /**
    * The bound on each call the queue makes for its caller, `add`, `counts`, `deadLetters` and
    * `obliterate` (default 10,000 ms; `Infinity`: none): with Redis gone or paused, one of them throws
-   * a `TimeoutError` naming the call instead of waiting for Redis for ever. A worker's own calls
+   * an `EngineTimeoutError` naming the call instead of waiting for Redis for ever. A worker's own calls
    * have theirs (`useWorker`'s `engineTimeoutMs`).
    */
   callTimeoutMs?: number;
@@ -129,7 +129,7 @@ export function useBullQueue<T>(options: {
     );
   const { name, prefix } = options;
   const connection = { maxRetriesPerRequest: null, ...(options.connection as object) } as ConnectionOptions;
-  const redis = { describe: describeRedis(options.connection), connectTimeoutMs };
+  const redis = { describe: describeRedis(options.connection), connectTimeoutMs, callTimeoutMs };
   return resource<BullQueueHandle<T>>(
     function* bullQueue(provide) {
       const queue = new BullQueue<T, unknown, string, T, unknown, string>(name, { connection, prefix });
@@ -164,8 +164,6 @@ export function useBullQueue<T>(options: {
           }
         });
         const base = queueOver(engine);
-        const bounded = <R>(what: string, op: Operation<R>): Operation<R> =>
-          timeout(callTimeoutMs, op, { label: `bullmq ${name}: ${what} (callTimeoutMs)` });
         yield* provide({
           ...base,
           add(data, addOptions) {
@@ -174,11 +172,10 @@ export function useBullQueue<T>(options: {
             } catch {
               throw invalidType(`queue(${name}).add(data)`, "a payload BullMQ can store as JSON", data);
             }
-            return bounded("add", base.add(data, addOptions));
+            // Bounded by the engine (`callTimeoutMs`), as `counts` and `deadLetters` are.
+            return base.add(data, addOptions);
           },
-          counts: () => bounded("counts", base.counts()),
-          deadLetters: () => bounded("deadLetters", base.deadLetters()),
-          obliterate: () => bounded("obliterate", until(queue.obliterate({ force: true }))),
+          obliterate: () => engine.obliterate(),
           cancelJob: (id, reason) => engine.cancelJob(id, reason),
         });
       } finally {

@@ -61,7 +61,10 @@ describe("a missing ioredis", () => {
     expect(missingIoredis(new Error("connect ECONNREFUSED 127.0.0.1:6379"))).toBe(false);
   });
 
-  it(
+  // BullMQ 5 depends on ioredis itself (it is installed with it, and required when bullmq loads):
+  // a BullMQ 5 without ioredis is not an install npm makes. The case is BullMQ 6's, where it is a peer.
+  const onBullmq5 = (process.env.KEEL_EXPECT_BULLMQ ?? "6").startsWith("5.");
+  it.skipIf(onBullmq5)(
     "for real: useBullQueue in a process without ioredis fails with MissingPackageError, and the process exits",
     async () => {
       const child = startChildWith(

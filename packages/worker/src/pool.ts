@@ -86,21 +86,7 @@ export class Pool<T> {
 
   /** A job a slot has taken (no suspension between the take and this: a job taken is accounted for). */
   begin(job: EngineJob<T>): Delivery<T> {
-    const d: Delivery<T> = {
-      job,
-      task: null,
-      started: false,
-      running: false,
-      cut: null,
-      cancelReason: undefined,
-      settled: false,
-      unwound: false,
-      result: null,
-      value: undefined,
-      startedAt: 0,
-      until: 0,
-      lastProgressAt: 0,
-    };
+    const d = newDelivery(job);
     this.inFlight.add(d);
     return d;
   }
@@ -151,4 +137,23 @@ export class Pool<T> {
   *settledBy(at: number, description: string): Generator<unknown, void, unknown> {
     while (this.inFlight.size > 0 && this.clock.now() < at) yield* this.change(description, at);
   }
+}
+
+/** A delivery of `job` not begun yet: no task, no cut, nothing settled. */
+export function newDelivery<T>(job: EngineJob<T>): Delivery<T> {
+  return {
+    job,
+    task: null,
+    started: false,
+    running: false,
+    cut: null,
+    cancelReason: undefined,
+    settled: false,
+    unwound: false,
+    result: null,
+    value: undefined,
+    startedAt: 0,
+    until: 0,
+    lastProgressAt: 0,
+  };
 }

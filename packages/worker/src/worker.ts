@@ -23,7 +23,7 @@ import type { EngineJob } from "./engine.js";
 import { Bound } from "./op.js";
 import { checkWorkerOptions, type WorkerOptions } from "./options.js";
 import { release } from "./outcome.js";
-import { type Delivery, type Handler, Pool } from "./pool.js";
+import { type Delivery, type Handler, newDelivery, Pool } from "./pool.js";
 import type { Queue } from "./queue.js";
 import { useSlots } from "./slots.js";
 import type { ShutdownReport, WorkerStats } from "./stats.js";
@@ -270,21 +270,7 @@ function* releaseAtClose<T>(pool: Pool<T>, d: Delivery<T>): Generator<unknown, v
   pool.end(d);
 }
 
-/** A job taken whose delivery never began, as a delivery the shutdown releases. */
+/** A job taken whose delivery never began, as a delivery the shutdown releases (its end claimed). */
 function orphan<T>(job: EngineJob<T>): Delivery<T> {
-  return {
-    job,
-    task: null,
-    started: false,
-    running: false,
-    cut: "released",
-    cancelReason: undefined,
-    settled: true,
-    unwound: true,
-    result: null,
-    value: undefined,
-    startedAt: 0,
-    until: 0,
-    lastProgressAt: 0,
-  };
+  return { ...newDelivery(job), cut: "released", settled: true, unwound: true };
 }

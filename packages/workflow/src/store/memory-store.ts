@@ -1,0 +1,214 @@
+/**
+ * The in-memory store: for tests and for trying workflows out. It keeps nothing across a restart of
+ * the process, so "crash" tests with it replay within one process (`@keel/testing`'s workflow kit).
+ * Values are kept as JSON text, so that nothing the engine hands it is shared by reference.
+ * @module
+ */
+import { DuplicateEntryError, LeaseLostError } from "./store-errors.js";
+import {
+  type Claimed,
+  ENDED_STATUSES,
+  type ExecutionRecord,
+  type Finish,
+  type JournalEntry,
+  type JsonValue,
+  type Lease,
+  type ListFilter,
+  type NewExecution,
+  type Park,
+  type SignalRecord,
+  type WorkflowStore,
+} from "./store.js";
+
+interface Row {
+  record: ExecutionRecord;
+  /** Journal entries in the order written. */
+  journal: JournalEntry[];
+  keys: Set<string>;
+  signals: SignalRecord[];
+}
+
+const copy = <T>(value: T): T => (value === undefined ? value : JSON.parse(JSON.stringify(value)));
+
+/**
+ * A {@link WorkflowStore} in the process's memory.
+ *
+ * @example
+ * ```ts
+ * import { createMemoryStore } from "@keel/workflow";
+ * const store = createMemoryStore();
+ * await store.create({ id: "a", workflow: "w", version: 1, input: 1, deadlineAt: null, nowMs: 0 });
+ * console.log((await store.get("a"))?.status); // pending
+ * ```
+ */
+export function createMemoryStore(): WorkflowStore {
+  const rows = new Map<string, Row>();
+  const ended = (r: ExecutionRecord) => ENDED_STATUSES.includes(r.status);
+  const current = (id: string, lease: Lease): Row => {
+    const row = rows.get(id);
+    if (!row || row.record.owner !== lease.owner || row.record.generation !== lease.generation || ended(row.record))
+      throw new LeaseLostError(id, lease.owner, lease.generation);
+    return row;
+  };
+  const update = (row: Row, patch: Partial<ExecutionRecord>) => {
+    row.record = { ...row.record, ...patch };
+  };
+  const runnable = (r: ExecutionRecord, nowMs: number) => {
+    if (ended(r)) return false;
+    if (r.owner !== null && r.leaseUntil !== null && r.leaseUntil > nowMs) return false;
+    if (r.status === "pending" || r.status === "running" || r.cancelRequested !== null) return true;
+    return r.wakeAt !== null && r.wakeAt <= nowMs;
+  };
+  const dueAt = (r: ExecutionRecord) =>
+    r.owner !== null && r.leaseUntil !== null ? r.leaseUntil : r.status === "pending" ? r.updatedAt : r.wakeAt;
+
+  return {
+    description: "memory",
+    async init() {},
+    async close() {},
+    async create(e: NewExecution) {
+      const existing = rows.get(e.id);
+      if (existing) return { created: false, record: copy(existing.record) };
+      const record: ExecutionRecord = {
+        id: e.id,
+        workflow: e.workflow,
+        version: e.version,
+        input: copy(e.input),
+        status: "pending",
+        createdAt: e.nowMs,
+        updatedAt: e.nowMs,
+        deadlineAt: e.deadlineAt,
+        wakeAt: null,
+        waitingFor: [],
+        waitingOn: null,
+        owner: null,
+        leaseUntil: null,
+        generation: 0,
+        cancelRequested: null,
+        output: null,
+        error: null,
+        endedAt: null,
+      };
+      rows.set(e.id, { record, journal: [], keys: new Set(), signals: [] });
+      return { created: true, record: copy(record) };
+    },
+    async get(id) {
+      const row = rows.get(id);
+      return row ? copy(row.record) : null;
+    },
+    async list(filter: ListFilter = {}) {
+      const statuses =
+        filter.status === undefined ? null : typeof filter.status === "string" ? [filter.status] : filter.status;
+      const out = [...rows.values()]
+        .map((r) => r.record)
+        .filter((r) => (statuses ? statuses.includes(r.status) : true))
+        .filter((r) => (filter.workflow === undefined ? true : r.workflow === filter.workflow))
+        .sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : -1));
+      return copy(out.slice(0, filter.limit ?? 100));
+    },
+    async journal(id) {
+      return copy(rows.get(id)?.journal ?? []);
+    },
+    async signals(id) {
+      return copy(rows.get(id)?.signals ?? []);
+    },
+    async claim(owner, nowMs, leaseMs, limit) {
+      const due = [...rows.values()]
+        .filter((r) => runnable(r.record, nowMs))
+        .sort((a, b) => (dueAt(a.record) ?? 0) - (dueAt(b.record) ?? 0))
+        .slice(0, limit);
+      const out: Claimed[] = [];
+      for (const row of due) {
+        update(row, {
+          status: "running",
+          owner,
+          leaseUntil: nowMs + leaseMs,
+          generation: row.record.generation + 1,
+          updatedAt: nowMs,
+          wakeAt: null,
+          waitingFor: [],
+          waitingOn: null,
+        });
+        out.push(copy({ record: row.record, journal: row.journal, signals: row.signals }));
+      }
+      return out;
+    },
+    async renew(id, lease, leaseUntil) {
+      try {
+        update(current(id, lease), { leaseUntil });
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    async append(id, lease, entries) {
+      const row = current(id, lease);
+      for (const e of entries) if (row.keys.has(e.key)) throw new DuplicateEntryError(id, e.key);
+      for (const e of entries) {
+        row.keys.add(e.key);
+        row.journal.push(copy(e));
+      }
+    },
+    async park(id, lease, park: Park) {
+      const row = current(id, lease);
+      const woken = row.signals.some((s) => s.seq > park.signalsSeen && park.waitingFor.includes(s.name));
+      const due = woken || row.record.cancelRequested !== null;
+      update(row, {
+        status: due ? "pending" : park.status,
+        wakeAt: park.wakeAt,
+        waitingFor: [...park.waitingFor],
+        waitingOn: park.waitingOn,
+        owner: null,
+        leaseUntil: null,
+        updatedAt: park.nowMs,
+      });
+    },
+    async release(id, lease, nowMs) {
+      const row = current(id, lease);
+      update(row, { status: "pending", owner: null, leaseUntil: null, updatedAt: nowMs });
+    },
+    async finish(id, lease, finish: Finish) {
+      const row = current(id, lease);
+      update(row, {
+        status: finish.status,
+        output: finish.status === "completed" ? copy(finish.output) : null,
+        error: finish.status === "completed" ? null : copy(finish.error),
+        owner: null,
+        leaseUntil: null,
+        wakeAt: null,
+        waitingFor: [],
+        waitingOn: null,
+        updatedAt: finish.nowMs,
+        endedAt: finish.nowMs,
+      });
+    },
+    async signal(id, name, payload: JsonValue, nowMs) {
+      const row = rows.get(id);
+      if (!row || ended(row.record)) return null;
+      const seq = row.signals.length + 1;
+      row.signals.push({ seq, name, payload: copy(payload), at: nowMs });
+      const r = row.record;
+      if ((r.status === "waiting" || r.status === "sleeping") && r.waitingFor.includes(name))
+        update(row, { status: "pending", updatedAt: nowMs });
+      return seq;
+    },
+    async requestCancel(id, reason, nowMs) {
+      const row = rows.get(id);
+      if (!row) return null;
+      if (!ended(row.record) && row.record.cancelRequested === null) {
+        const parked = row.record.status === "sleeping" || row.record.status === "waiting";
+        update(row, { cancelRequested: reason, updatedAt: nowMs, ...(parked ? { status: "pending" } : {}) });
+      }
+      return copy(row.record);
+    },
+    async nextDueAt() {
+      let next: number | null = null;
+      for (const { record: r } of rows.values()) {
+        if (ended(r)) continue;
+        const at = dueAt(r);
+        if (at !== null && (next === null || at < next)) next = at;
+      }
+      return next;
+    },
+  };
+}

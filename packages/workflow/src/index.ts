@@ -4,14 +4,13 @@
  * @module @keel/workflow
  */
 export { createMemoryStore } from "./store/memory-store.js";
-export { DuplicateEntryError, isLeaseLostError, LeaseLostError } from "./store/store-errors.js";
 export type {
   Claimed,
   ExecutionRecord,
   ExecutionStatus,
   Finish,
-  JournaledError,
   JournalEntry,
+  JournaledError,
   JsonValue,
   Lease,
   ListFilter,
@@ -20,3 +19,4 @@ export type {
   SignalRecord,
   WorkflowStore,
 } from "./store/store.js";
+export { DuplicateEntryError, isLeaseLostError, LeaseLostError } from "./store/store-errors.js";

@@ -4,7 +4,7 @@
  * Values are kept as JSON text, so that nothing the engine hands it is shared by reference.
  * @module
  */
-import { DuplicateEntryError, LeaseLostError } from "./store-errors.js";
+
 import {
   type Claimed,
   ENDED_STATUSES,
@@ -19,6 +19,7 @@ import {
   type SignalRecord,
   type WorkflowStore,
 } from "./store.js";
+import { DuplicateEntryError, LeaseLostError } from "./store-errors.js";
 
 interface Row {
   record: ExecutionRecord;
@@ -46,7 +47,12 @@ export function createMemoryStore(): WorkflowStore {
   const ended = (r: ExecutionRecord) => ENDED_STATUSES.includes(r.status);
   const current = (id: string, lease: Lease): Row => {
     const row = rows.get(id);
-    if (!row || row.record.owner !== lease.owner || row.record.generation !== lease.generation || ended(row.record))
+    if (
+      !row ||
+      row.record.owner !== lease.owner ||
+      row.record.generation !== lease.generation ||
+      ended(row.record)
+    )
       throw new LeaseLostError(id, lease.owner, lease.generation);
     return row;
   };
@@ -60,7 +66,11 @@ export function createMemoryStore(): WorkflowStore {
     return r.wakeAt !== null && r.wakeAt <= nowMs;
   };
   const dueAt = (r: ExecutionRecord) =>
-    r.owner !== null && r.leaseUntil !== null ? r.leaseUntil : r.status === "pending" ? r.updatedAt : r.wakeAt;
+    r.owner !== null && r.leaseUntil !== null
+      ? r.leaseUntil
+      : r.status === "pending"
+        ? r.updatedAt
+        : r.wakeAt;
 
   return {
     description: "memory",
@@ -98,7 +108,11 @@ export function createMemoryStore(): WorkflowStore {
     },
     async list(filter: ListFilter = {}) {
       const statuses =
-        filter.status === undefined ? null : typeof filter.status === "string" ? [filter.status] : filter.status;
+        filter.status === undefined
+          ? null
+          : typeof filter.status === "string"
+            ? [filter.status]
+            : filter.status;
       const out = [...rows.values()]
         .map((r) => r.record)
         .filter((r) => (statuses ? statuses.includes(r.status) : true))

@@ -31,7 +31,17 @@ export { action, call, until, useAbortSignal } from "./kernel/interop.js";
 export { type LogFields, logFields, type SpawnOptions } from "./kernel/log-fields.js";
 // Observability (logs, diagnosis): issue 13.
 export type { NotAPromise } from "./kernel/not-a-promise.js";
-export type { Future, Op, Operation, OpValue, WaitDetail } from "./kernel/operation.js";
+// Replaying runtimes built on Keel (@keel/workflow): wait guards and eviction (issue 25).
+export type {
+  Future,
+  Op,
+  Operation,
+  OpValue,
+  TaskLike,
+  WaitDetail,
+  WaitGuard,
+  WaitInfo,
+} from "./kernel/operation.js";
 export { race } from "./kernel/race.js";
 export type { RandomSource } from "./kernel/random.js";
 export { random, withRandom } from "./kernel/random.js";
@@ -40,6 +50,7 @@ export type { Scope } from "./kernel/spawn.js";
 export { scoped, spawn, useScope } from "./kernel/spawn.js";
 export { suspend } from "./kernel/suspend.js";
 export type { Task, TaskState } from "./kernel/task.js";
+export { evict, guardWaits } from "./kernel/wait-guard.js";
 // Emitting into the event stream from packages built on Keel (@keel/worker).
 export { emitEvent, eventsWanted, type PackageEventInput } from "./observe/emit.js";
 export type { KeelEvent, KeelEventType } from "./observe/events.js";

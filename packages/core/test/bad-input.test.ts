@@ -92,6 +92,11 @@ describe("every public entry point checks its input with the same typed errors",
     action: [[() => core.action(5 as never), /^action\(/]],
     all: [[() => core.all("abc" as never), /^all\(ops\)/]],
     allSettled: [[() => core.allSettled("abc" as never), /^allSettled\(ops\)/]],
+    evict: [[() => core.evict({} as never, "x"), /^evict\(task\)/]],
+    guardWaits: [
+      [() => core.guardWaits({} as never, noop), /^guardWaits\(guard\)/],
+      [() => core.guardWaits(null, 5 as never), /^guardWaits\(op\)/],
+    ],
     emitEvent: [
       [() => core.emitEvent({ type: "task:start" } as never), /^emitEvent\(event\)/],
       [() => core.emitEvent(null as never), /^emitEvent\(event\)/],

@@ -15,6 +15,7 @@ import {
   type OpValue,
   type Outcome,
   SuspensionClass,
+  structuralWait,
   suspensionClass,
   type Waiter,
 } from "./operation.js";
@@ -115,6 +116,7 @@ class AllSettledWait extends SuspensionClass<void> {
     return undefined;
   }
 }
+structuralWait(AllSettledWait);
 suspensionClass(AllSettledWait, "normal");
 
 function childValue(child: TaskImpl<unknown>): unknown {

@@ -25,6 +25,8 @@ import type { TreeTask } from "./tree-task.js";
 
 export const CLOCK_KEY: unique symbol = Symbol("keel.clock");
 export const BUDGET_KEY: unique symbol = Symbol("keel.cleanup-budget");
+/** The wait guard in force (see `wait-guard.ts`): null or absent where none is. */
+export const WAIT_GUARD_KEY: unique symbol = Symbol("keel.wait-guard");
 /**
  * The latest instant any cleanup in a region may end, whoever started it: a shield gives its work
  * its limit plus one cleanup budget (never more than an enclosing shield's), so that cleanups which

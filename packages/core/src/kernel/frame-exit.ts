@@ -9,6 +9,7 @@ import {
   type Instruction,
   type Outcome,
   SuspensionClass,
+  structuralWait,
   suspensionClass,
   type Waiter,
 } from "./operation.js";
@@ -163,6 +164,7 @@ class ChildrenWait extends SuspensionClass<void> {
     };
   }
 }
+structuralWait(ChildrenWait);
 suspensionClass(ChildrenWait, "never");
 
 const CHILDREN_DONE: Outcome<void> = Object.freeze({ ok: true, value: undefined });

@@ -118,6 +118,11 @@ export interface Suspension<T = unknown> {
    * during the wait starts its cleanup budget when the wait ends, or at this instant if earlier.
    */
   readonly limitAt?: number;
+  /**
+   * True for the kernel's structural waits (a join, a scope waiting for its children, `all` and
+   * `race`): a wait guard lets them pass, since they wait on tasks whose own waits it sees.
+   */
+  readonly structural?: boolean;
   enter(resolve: (outcome: Outcome<T>) => void): (() => void) | undefined;
   /**
    * The same as `enter`, given the waiter itself rather than a function: the runtime prefers it, so
@@ -158,6 +163,43 @@ export type WaitDetail =
       readonly phase: "connect" | "headers" | "body" | "spent";
     }
   | { readonly kind: "join"; readonly taskId: number; readonly name: string };
+
+/** A task as a wait guard hears of it (the public `Task`, which this module cannot import). */
+export interface TaskLike {
+  readonly id: number;
+  readonly name: string;
+}
+
+/** A wait as a guard sees it: what it waits on, as the task tree names it. */
+export interface WaitInfo {
+  readonly description: string;
+}
+
+/**
+ * What {@link guardWaits} installs.
+ *
+ * @example
+ * ```ts
+ * import { guardWaits, run, sleep, type WaitGuard } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const noSleeps: WaitGuard = {
+ *   check: (wait) => (wait.description.startsWith("sleep") ? new Error(`refused: ${wait.description}`) : undefined),
+ * };
+ * await run(function* () {
+ *   try { yield* guardWaits(noSleeps, sleep(10)); } catch (e) { console.log((e as Error).message); } // refused: sleep(10)
+ * }, { clock: createVirtualClock() });
+ * ```
+ */
+export interface WaitGuard {
+  /**
+   * Called as a task inside is about to wait: return `undefined` to let it wait, or a value (an
+   * error) to throw at its `yield*` instead. A guard that throws refuses with what it threw.
+   * The wait is the suspension itself: a guard may recognise its own kinds of wait by class.
+   */
+  check(wait: WaitInfo): unknown;
+  /** Called as each task is spawned inside (the guard's own region included), in spawn order. */
+  spawned?(child: TaskLike, parent: TaskLike | null): void;
+}
 
 /** The task's side of a wait: `resolve` as a method (at most once; later calls are ignored). */
 export interface Waiter<T = unknown> {
@@ -387,6 +429,11 @@ Object.defineProperty(FirstRunIterator.prototype, OP_LABEL, {
 export function suspensionClass(cls: { prototype: object }, interruptible: Interruptible | null): void {
   Object.defineProperty(cls.prototype, "kind", { value: "suspend" });
   if (interruptible) Object.defineProperty(cls.prototype, "interruptible", { value: interruptible });
+}
+
+/** Marks a suspension class as structural (see `Suspension.structural`), on its prototype. */
+export function structuralWait(cls: { prototype: object }): void {
+  Object.defineProperty(cls.prototype, "structural", { value: true });
 }
 
 /**

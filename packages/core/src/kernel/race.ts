@@ -75,6 +75,7 @@ function* runRace<T extends readonly Op<unknown>[]>(ops: T): Generator<unknown, 
       kind: "suspend" as const,
       description: `race: ${children.length} running`,
       interruptible: "normal",
+      structural: true,
       enter(resolve: (o: Outcome<void>) => void) {
         wake = () => resolve({ ok: true, value: undefined });
         return () => {

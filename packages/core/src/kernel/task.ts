@@ -24,6 +24,7 @@ import {
   CLOCK_KEY,
   type Current,
   DEFAULT_CLEANUP_BUDGET_MS,
+  WAIT_GUARD_KEY,
 } from "./cancellable.js";
 import { Cancelled, type CancelReason, isCancelled } from "./cancelled.js";
 import { type Clock, stampNow } from "./clock.js";
@@ -43,14 +44,23 @@ import {
   type Outcome,
   type Suspension,
   SuspensionClass,
+  structuralWait,
   suspensionClass,
   type WaitDetail,
+  type WaitGuard,
   type Waiter,
 } from "./operation.js";
 import { notAnInstruction, type Runtime } from "./runtime.js";
 import { SettledPromise } from "./settled-promise.js";
 
-export { BUDGET_KEY, type CancelRequest, CLEANUP_CAP_KEY, CLOCK_KEY, DEFAULT_CLEANUP_BUDGET_MS };
+export {
+  BUDGET_KEY,
+  type CancelRequest,
+  CLEANUP_CAP_KEY,
+  CLOCK_KEY,
+  DEFAULT_CLEANUP_BUDGET_MS,
+  WAIT_GUARD_KEY,
+};
 
 // Names this class for the files it is built on (`tree-task.ts`), which cannot import this one.
 declare module "./tree-task.js" {
@@ -257,6 +267,8 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     this.rootDeadline = init.deadline;
     this.rootContexts = init.contexts;
     if (init.parent === null) this.runtime.rootId = this.id;
+    const guard = init.contexts[WAIT_GUARD_KEY] as WaitGuard | null | undefined;
+    if (guard?.spawned) guard.spawned(this, init.parent);
     // Task starts and settles are the hot path: build their events only for a listener.
     if (this.runtime.listening) {
       const deadlineLeftMs = Math.max(0, init.deadline - this.startedAt);
@@ -518,6 +530,17 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
           ok = false;
           value = c;
           continue;
+        }
+        // A wait guard (see wait-guard.ts) sees every wait but the kernel's structural ones (joins),
+        // and its refusal is thrown at the yield, as a wait that failed at once would be.
+        const guard = this.top.contexts[WAIT_GUARD_KEY] as WaitGuard | null | undefined;
+        if (guard != null && (instruction as { structural?: boolean }).structural !== true) {
+          const refusal = refuseWait(guard, instruction);
+          if (refusal !== undefined) {
+            ok = false;
+            value = refusal;
+            continue;
+          }
         }
         this.suspend(instruction);
         return;
@@ -787,6 +810,44 @@ export class TaskImpl<T> extends CancellableTask implements Task<T> {
     }
   }
 
+  /**
+   * @internal Drops the task and its whole subtree without resuming any generator again: no
+   * `finally` runs, every wait is left (its teardown runs), every frame's timers and cleanups go,
+   * and each task settles `cancelled` with `reason`, children before their parents. For a runtime
+   * that replays the subtree elsewhere (a durable workflow parked or handed to another process):
+   * its unwinding happens in that later incarnation. The caller ends any task of the subtree whose
+   * own cleanup must run (a step in flight) before it evicts.
+   */
+  evict(reason: CancelReason): void {
+    if (this.isSettled) return;
+    const order: TaskImpl<unknown>[] = [];
+    const visit = (t: TaskImpl<unknown>) => {
+      order.push(t);
+      for (const child of t.liveChildren()) if (!child.isSettled) visit(child);
+    };
+    visit(this);
+    // Detach every task first (top-down), so that no settle below wakes a body above.
+    for (const t of order) t.detachForEviction();
+    for (let i = order.length - 1; i >= 0; i--) {
+      const t = order[i]!;
+      if (!t.isSettled) t.settle("cancelled", reason);
+    }
+  }
+
+  private detachForEviction(): void {
+    this.abandonPending = false;
+    const cur = this.current;
+    if (cur) this.leave(cur);
+    this.body = null;
+    for (let f: Frame | null = this.top; f; f = f.parent) {
+      f.runCleanups();
+      f.closed = true;
+      f.waiter = null;
+      f.policy = null;
+    }
+    this.clearCancellation();
+  }
+
   // ---- joining --------------------------------------------------------------------------------
 
   /** `onSettled` without a way to unregister: for a waiter that outlives the task or ignores late calls. */
@@ -894,6 +955,15 @@ export function failFrame(frame: Frame, error: unknown): void {
   else task.cancelRegionChildren(frame, reason);
 }
 
+/** The refusal a guard gives a wait (a guard that throws refuses with what it threw). */
+function refuseWait(guard: WaitGuard, s: Suspension): unknown {
+  try {
+    return guard.check(s);
+  } catch (error) {
+    return error;
+  }
+}
+
 function isSuspension(v: unknown): v is Suspension {
   return (
     typeof v === "object" &&
@@ -964,6 +1034,7 @@ class JoinIterator<T>
   }
 }
 suspensionClass(JoinIterator, "normal");
+structuralWait(JoinIterator);
 
 /**
  * The suspension a task waits at: resolved at most once, and then queued itself (a `Runnable`), so a

@@ -48,6 +48,7 @@ export { random, withRandom } from "./kernel/random.js";
 export { resource } from "./kernel/resource.js";
 export type { Scope } from "./kernel/spawn.js";
 export { scoped, spawn, useScope } from "./kernel/spawn.js";
+export { useTask } from "./kernel/current.js";
 export { suspend } from "./kernel/suspend.js";
 export type { Task, TaskState } from "./kernel/task.js";
 export { evict, guardWaits } from "./kernel/wait-guard.js";

@@ -3,6 +3,26 @@
  * stopped; sleeps and events outlast a deploy; deadlines and cancellation hold across restarts.
  * @module @keel/workflow
  */
+export { type Workflow, workflow } from "./definition.js";
+export { now, patched, random, sleepFor, sleepUntil, waitForEvent } from "./durable-ops.js";
+export {
+  type Started,
+  type StartOptions,
+  startWorkflowEngine,
+  type WorkflowEngine,
+  type WorkflowEngineOptions,
+} from "./engine.js";
+export {
+  ExecutionDeadlineError,
+  ExecutionNotFoundError,
+  NonDeterminismError,
+  NonDurableWaitError,
+  NotInWorkflowError,
+  NotJournalableError,
+  UnknownWorkflowError,
+  WorkflowFailedError,
+} from "./errors.js";
+export { type StepInfo, type StepOptions, step, stepInfo } from "./step.js";
 export { createMemoryStore } from "./store/memory-store.js";
 export type {
   Claimed,
@@ -20,3 +40,4 @@ export type {
   WorkflowStore,
 } from "./store/store.js";
 export { DuplicateEntryError, isLeaseLostError, LeaseLostError } from "./store/store-errors.js";
+export type { ExecutionView, StepView } from "./view.js";

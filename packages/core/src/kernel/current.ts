@@ -3,9 +3,10 @@
  * @module
  */
 import { KeelError } from "../errors.js";
-import { ASK_TASK, type Instruction, iterate, type Op } from "./operation.js";
+import { type NotAPromise, notAPromise } from "./not-a-promise.js";
+import { ASK_TASK, type Instruction, iterate, type Op, type Operation } from "./operation.js";
 import { shapes } from "./shapes.js";
-import { runningTask, TaskImpl } from "./task.js";
+import { runningTask, type Task, TaskImpl } from "./task.js";
 
 /**
  * Checks what `yield CURRENT_TASK` answered: `const task = taskOf(yield CURRENT_TASK, api)` is the
@@ -72,3 +73,29 @@ class Delegated<T> {
     return iterate(this.op);
   }
 }
+
+/**
+ * The task running the calling operation: for runtimes built on Keel that key their own state by
+ * task (`@keel/workflow` keys a workflow's branches by the task that runs each).
+ *
+ * @example
+ * ```ts
+ * import { run, spawn, useTask } from "@keel/core";
+ * await run(function* parent() {
+ *   const child = yield* spawn(function* worker() { return (yield* useTask()).name; });
+ *   console.log((yield* useTask()).name, yield* child); // parent worker
+ * });
+ * ```
+ */
+export function useTask(): Operation<Task<unknown>> & NotAPromise {
+  return USE_TASK;
+}
+
+const USE_TASK = notAPromise(
+  {
+    *[Symbol.iterator](): Generator<Instruction, Task<unknown>, unknown> {
+      return yield* currentTask("useTask()");
+    },
+  },
+  "useTask()",
+);

@@ -1,0 +1,316 @@
+/**
+ * The workflow engine: runs executions from a store, and is the API to start, signal, cancel and
+ * read them. Executions run on the store itself (a poller claims the runnable ones, with a lease),
+ * not on a job queue: a parked execution is one row, recovery needs no job to exist for it, and
+ * the embedded store works with no other server (see the workflows guide, "Where executions run").
+ * @module
+ */
+
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import { type Operation, resource, spawn, until, useClock, useScope } from "@keel/core";
+import { checkKeys, checkMs, checkObject, checkWhole, invalidType } from "./checks.js";
+import type { Workflow } from "./definition.js";
+import { DurableWait } from "./durable-wait.js";
+import { ExecutionNotFoundError, UnknownWorkflowError, WorkflowFailedError } from "./errors.js";
+import type { Incarnation } from "./incarnation.js";
+import { restoreError, toJournal, unwrapValue, wrapValue } from "./json.js";
+import { type RunContext, runExecution } from "./run-execution.js";
+import type { ExecutionRecord, JournalEntry, ListFilter, WorkflowStore } from "./store/store.js";
+import { ENDED_STATUSES } from "./store/store.js";
+import { type ExecutionView, viewOf } from "./view.js";
+
+export interface WorkflowEngineOptions {
+  readonly store: WorkflowStore;
+  /** The definitions this engine runs (several versions of one name allowed). */
+  readonly workflows: readonly Workflow<never, unknown>[];
+  /** Executions run at once by this process (default 16). */
+  readonly concurrency?: number;
+  /** How long a claim holds without renewal (default 30,000): a dead process's executions resume elsewhere after it. */
+  readonly leaseMs?: number;
+  /** The longest the poller waits before asking the store again (default 1,000). */
+  readonly pollMs?: number;
+  /** A quiet body parks when its next wake is at least this far away (default 1,000). */
+  readonly parkAfterMs?: number;
+  /** This process's name in claims (default `host:pid:random`). */
+  readonly owner?: string;
+  /** False for an engine that only starts, signals and reads executions, running none (default true). */
+  readonly run?: boolean;
+}
+
+export interface StartOptions {
+  /** The execution's id: a second start with it returns the existing execution (default a UUID). */
+  readonly id?: string;
+  /** An absolute deadline (ms since the epoch) for the whole execution (rule W10). */
+  readonly deadlineAt?: number;
+  /** The same as a deadline `ttlMs` from now. */
+  readonly ttlMs?: number;
+}
+
+export interface Started {
+  readonly id: string;
+  /** False when an execution with this id existed: nothing was started (rule W12). */
+  readonly created: boolean;
+  readonly record: ExecutionRecord;
+}
+
+export interface WorkflowEngine {
+  readonly owner: string;
+  readonly store: WorkflowStore;
+  start<I, O>(workflow: Workflow<I, O>, input: I, options?: StartOptions): Operation<Started>;
+  /** Waits for the execution to end: its result, or a `WorkflowFailedError` (failed or cancelled). */
+  result<O = unknown>(id: string): Operation<O>;
+  get(id: string): Operation<ExecutionView | null>;
+  list(filter?: ListFilter): Operation<ExecutionRecord[]>;
+  journal(id: string): Operation<JournalEntry[]>;
+  signal(id: string, name: string, payload?: unknown): Operation<void>;
+  cancel(id: string, reason?: string): Operation<void>;
+  /** Executions running in this process now. */
+  readonly running: number;
+}
+
+interface Config extends Required<Omit<WorkflowEngineOptions, "workflows" | "store">> {}
+
+function checkOptions(options: WorkflowEngineOptions): Config {
+  const at = "startWorkflowEngine(options)";
+  checkKeys(at, checkObject(at, options), [
+    "store",
+    "workflows",
+    "concurrency",
+    "leaseMs",
+    "pollMs",
+    "parkAfterMs",
+    "owner",
+    "run",
+  ]);
+  const store = options.store as WorkflowStore | undefined;
+  if (typeof store?.claim !== "function")
+    throw invalidType(
+      `${at} { store }`,
+      "a workflow store (createMemoryStore, createPostgresStore, createSqliteStore)",
+      store,
+    );
+  if (!Array.isArray(options.workflows))
+    throw invalidType(`${at} { workflows }`, "an array of workflow(...) definitions", options.workflows);
+  const owner = options.owner ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  if (typeof owner !== "string" || owner.length === 0)
+    throw invalidType(`${at} { owner }`, "a non-empty string", owner);
+  return {
+    concurrency: checkWhole(`${at} { concurrency }`, options.concurrency ?? 16, 1),
+    leaseMs: checkMs(`${at} { leaseMs }`, options.leaseMs ?? 30_000, { allowInfinity: false, min: 3 }),
+    pollMs: checkMs(`${at} { pollMs }`, options.pollMs ?? 1_000, { allowInfinity: false, min: 1 }),
+    parkAfterMs: checkMs(`${at} { parkAfterMs }`, options.parkAfterMs ?? 1_000),
+    owner,
+    run: options.run ?? true,
+  };
+}
+
+/**
+ * Starts a workflow engine for the caller's scope: it claims and runs executions until the scope
+ * ends, then hands back the ones it holds (steps in flight are cancelled and run again elsewhere).
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createMemoryStore, startWorkflowEngine, step, workflow } from "@keel/workflow";
+ * const hello = workflow("hello", function* (name: string) {
+ *   return yield* step("greet", function* () { return `hello, ${name}`; });
+ * });
+ * await run(function* () {
+ *   const engine = yield* startWorkflowEngine({ store: createMemoryStore(), workflows: [hello] });
+ *   const { id } = yield* engine.start(hello, "Ada", { id: "hello-ada" });
+ *   console.log(yield* engine.result(id)); // hello, Ada
+ *   console.log((yield* engine.get(id))?.status); // completed
+ * });
+ * ```
+ */
+export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<WorkflowEngine> {
+  const config = checkOptions(options);
+  const { store } = options;
+  const definitions = new Map<string, Workflow<unknown, unknown>>();
+  for (const [i, w] of options.workflows.entries()) {
+    if (typeof (w as Workflow | null)?.body !== "function")
+      throw invalidType(`startWorkflowEngine(options) { workflows[${i}] }`, "a workflow(...) definition", w);
+    definitions.set(`${w.name}@${w.version}`, w as Workflow<unknown, unknown>);
+  }
+  return resource<WorkflowEngine>(function* workflowEngine(provide) {
+    const clock = yield* useClock();
+    const scope = yield* useScope();
+    yield* until(store.init());
+    const live = new Map<string, Incarnation>();
+    const endWaiters = new Map<string, Set<() => void>>();
+    let rung = false;
+    let ring: (() => void) | null = null;
+    const doorbell = () => {
+      rung = true;
+      ring?.();
+    };
+    const ctx: RunContext = {
+      store,
+      clock,
+      owner: config.owner,
+      leaseMs: config.leaseMs,
+      parkAfterMs: config.parkAfterMs,
+      find: (name, version) => definitions.get(`${name}@${version}`),
+      known: () => [...definitions.keys()],
+      started: (inc) => live.set(inc.id, inc),
+      ended: (id) => {
+        live.delete(id);
+        for (const w of endWaiters.get(id) ?? []) w();
+        doorbell();
+      },
+    };
+    const io = <T>(what: string, call: () => Promise<T>): Operation<T> => {
+      const release = clock.hold?.(`workflow store ${store.description}: ${what}`);
+      return until(call().finally(() => release?.()));
+    };
+    /** Waits until rung, or `ms` on the engine's clock. */
+    const nap = (ms: number, description: string) =>
+      new DurableWait<void>(description, (resolve) => {
+        if (rung) {
+          rung = false;
+          resolve({ ok: true, value: undefined });
+          return undefined;
+        }
+        const wake = () => {
+          rung = false;
+          resolve({ ok: true, value: undefined });
+        };
+        ring = wake;
+        const cancel = clock.schedule(clock.now() + ms, wake);
+        return () => {
+          ring = null;
+          cancel();
+        };
+      });
+
+    if (config.run) {
+      yield* spawn(function* poller() {
+        for (;;) {
+          const free = config.concurrency - live.size;
+          if (free > 0) {
+            const claimed = yield* io("claim", () =>
+              store.claim(config.owner, clock.now(), config.leaseMs, free),
+            );
+            for (const c of claimed) {
+              live.set(c.record.id, null as unknown as Incarnation);
+              scope.spawn(runExecution(ctx, c), { name: `execution ${c.record.id}` });
+            }
+            if (claimed.length === free) continue;
+          }
+          const next = yield* io("next due", () => store.nextDueAt());
+          const untilNext = next === null ? config.pollMs : next - clock.now();
+          yield* nap(
+            Math.max(0, Math.min(config.pollMs, untilNext)),
+            "workflow engine: waiting for due executions",
+          );
+        }
+      });
+    }
+
+    const waitForEnd = (id: string) =>
+      new DurableWait<void>(`execution ${id}: waiting for its end`, (resolve) => {
+        const set = endWaiters.get(id) ?? new Set();
+        endWaiters.set(id, set);
+        const done = () => resolve({ ok: true, value: undefined });
+        set.add(done);
+        const cancel = clock.schedule(clock.now() + config.pollMs, done);
+        return () => {
+          set.delete(done);
+          if (set.size === 0) endWaiters.delete(id);
+          cancel();
+        };
+      });
+
+    const engine: WorkflowEngine = {
+      owner: config.owner,
+      store,
+      get running() {
+        return live.size;
+      },
+      *start(workflow, input, options = {}) {
+        const at = `engine.start(${(workflow as Workflow | null)?.name ?? "workflow"}, input, options)`;
+        if (typeof (workflow as Workflow | null)?.body !== "function")
+          throw invalidType("engine.start(workflow)", "a workflow(...) definition", workflow);
+        checkKeys(at, checkObject(at, options), ["id", "deadlineAt", "ttlMs"]);
+        if (!definitions.has(`${workflow.name}@${workflow.version}`))
+          throw new UnknownWorkflowError(workflow.name, workflow.version, [...definitions.keys()]);
+        const id = options.id ?? randomUUID();
+        if (typeof id !== "string" || id.length === 0 || id.length > 200)
+          throw invalidType(`${at} { id }`, "a non-empty string of at most 200 characters", id);
+        if (options.deadlineAt !== undefined && options.ttlMs !== undefined)
+          throw invalidType(`${at} { deadlineAt, ttlMs }`, "one of deadlineAt and ttlMs, not both", options);
+        const nowMs = clock.now();
+        let deadlineAt: number | null = null;
+        if (options.ttlMs !== undefined)
+          deadlineAt = nowMs + checkMs(`${at} { ttlMs }`, options.ttlMs, { allowInfinity: false });
+        if (options.deadlineAt !== undefined) {
+          if (typeof options.deadlineAt !== "number" || !Number.isFinite(options.deadlineAt))
+            throw invalidType(
+              `${at} { deadlineAt }`,
+              "a finite number of ms since the epoch",
+              options.deadlineAt,
+            );
+          deadlineAt = options.deadlineAt;
+        }
+        const journaled = wrapValue(input, `${workflow.name}'s input`);
+        const made = yield* io("create", () =>
+          store.create({
+            id,
+            workflow: workflow.name,
+            version: workflow.version,
+            input: journaled,
+            deadlineAt,
+            nowMs,
+          }),
+        );
+        if (made.created) doorbell();
+        return { id, created: made.created, record: made.record };
+      },
+      result<O>(id: string): Operation<O> {
+        return {
+          *[Symbol.iterator]() {
+            for (;;) {
+              const record = yield* io("get", () => store.get(id));
+              if (record === null) throw new ExecutionNotFoundError(id);
+              if (record.status === "completed") return unwrapValue(record.output) as O;
+              if (record.status === "failed" || record.status === "cancelled")
+                throw new WorkflowFailedError(id, record.status, restoreError(record.error!));
+              yield* waitForEnd(id);
+            }
+          },
+        };
+      },
+      *get(id) {
+        const record = yield* io("get", () => store.get(id));
+        if (record === null) return null;
+        const journal = yield* io("journal", () => store.journal(id));
+        return viewOf(record, journal);
+      },
+      *list(filter) {
+        return yield* io("list", () => store.list(filter));
+      },
+      *journal(id) {
+        return yield* io("journal", () => store.journal(id));
+      },
+      *signal(id, name, payload) {
+        if (typeof name !== "string" || name.length === 0)
+          throw invalidType("engine.signal(id, name)", "a non-empty string", name);
+        const journaled = toJournal(payload === undefined ? null : payload, `signal ${name}'s payload`);
+        const at = clock.now();
+        const seq = yield* io("signal", () => store.signal(id, name, journaled, at));
+        if (seq === null) throw new ExecutionNotFoundError(id, "or it has ended");
+        live.get(id)?.waits.received({ seq, name, payload: journaled, at });
+        doorbell();
+      },
+      *cancel(id, reason = "cancelled") {
+        const record = yield* io("cancel", () => store.requestCancel(id, reason, clock.now()));
+        if (record === null) throw new ExecutionNotFoundError(id);
+        if (ENDED_STATUSES.includes(record.status)) return;
+        live.get(id)?.requestStop("cancel", record.cancelRequested ?? reason);
+        doorbell();
+      },
+    };
+    yield* provide(engine);
+  });
+}

@@ -1,0 +1,248 @@
+/**
+ * An incarnation: one claim's run of an execution's body, from its start (replaying what the
+ * journal holds) until it ends, parks, is handed back at a shutdown, or loses its claim.
+ *
+ * Invariants:
+ * - An entry is consumed at most once; `unconsumed` holds the journal's keys this run has not
+ *   reached yet, in journal order. While it is not empty the run is replaying, and new work (a step
+ *   that must run, a sleep that must be journaled) is held until the replay settles (`check`, on a
+ *   zero-delay timer, runs only once every replayed wait has resolved): then either every entry was
+ *   reached, and the held work goes on, or one was not, and the execution fails with a
+ *   `NonDeterminismError` naming both (rule W4). A run that replays nothing pays none of this.
+ * - A stop (a cancel request, the deadline) found while replaying is delivered where the replay
+ *   ends, never in its middle, so the body's `finally` blocks run at the same point on every replay
+ *   and their compensation steps find their own entries (rule W11).
+ * - Once `state` leaves `running`, no wait of the body is resolved again and nothing more is
+ *   written: the body is evicted (no `finally` of it runs in this process).
+ * @module
+ */
+import { type Clock, evict, type Task, type WaitGuard, type WaitInfo } from "@keel/core";
+import type { Workflow } from "./definition.js";
+import { isDurableWait } from "./durable-wait.js";
+import { NonDeterminismError, NonDurableWaitError } from "./errors.js";
+import { type Held, LiveWaits } from "./live-waits.js";
+import type {
+  ExecutionRecord,
+  JournalEntry,
+  Lease,
+  Park,
+  SignalRecord,
+  WorkflowStore,
+} from "./store/store.js";
+
+export type IncarnationState = "running" | "parking" | "parked" | "lost" | "shutdown";
+
+export interface IncarnationInit {
+  readonly record: ExecutionRecord;
+  readonly journal: readonly JournalEntry[];
+  readonly signals: readonly SignalRecord[];
+  readonly definition: Workflow<unknown, unknown>;
+  readonly store: WorkflowStore;
+  readonly clock: Clock;
+  readonly lease: Lease;
+  /** A quiet body parks when its next wake is at least this far away. */
+  readonly parkAfterMs: number;
+  /** Told of each change people may want to see (`workflow:*` events, the engine's counters). */
+  readonly onPark?: (park: Park) => void;
+}
+
+export class Incarnation {
+  readonly record: ExecutionRecord;
+  readonly definition: Workflow<unknown, unknown>;
+  readonly store: WorkflowStore;
+  readonly clock: Clock;
+  readonly lease: Lease;
+  state: IncarnationState = "running";
+  /** The body's task, once started. */
+  body: Task<unknown> | null = null;
+  /** A failure that decides the outcome whatever the body does (non-determinism, a lost store). */
+  fatal: unknown = null;
+  /** The stop to deliver (rule W11); `stopDelivered` once the body has been cancelled for it. */
+  stop: { readonly kind: "cancel" | "deadline"; readonly message: string } | null = null;
+  stopDelivered = false;
+  readonly waits: LiveWaits;
+  /** Steps in flight: tasks this incarnation spawned and has not journaled. */
+  readonly steps = new Set<Task<unknown>>();
+  /** Resolved with the park's write (or its failure), for the runner to wait on. */
+  parked: Promise<void> | null = null;
+
+  private readonly journal = new Map<string, JournalEntry>();
+  private readonly unconsumed = new Set<string>();
+  private readonly paths = new WeakMap<object, string>();
+  private readonly spawnedBy = new WeakMap<object, number>();
+  private readonly counts = new Map<string, number>();
+  private readonly held = new Set<Held>();
+  private checkScheduled = false;
+  private readonly parkAfterMs: number;
+
+  constructor(init: IncarnationInit) {
+    this.record = init.record;
+    this.definition = init.definition;
+    this.store = init.store;
+    this.clock = init.clock;
+    this.lease = init.lease;
+    this.parkAfterMs = init.parkAfterMs;
+    for (const e of init.journal) {
+      this.journal.set(e.key, e);
+      this.unconsumed.add(e.key);
+    }
+    this.waits = new LiveWaits(this, init.signals, init.journal);
+  }
+
+  get id(): string {
+    return this.record.id;
+  }
+
+  /** The body's wait guard: durable waits pass, any other is refused (rule W5); spawns get paths. */
+  readonly guard: WaitGuard = {
+    check: (wait: WaitInfo) =>
+      isDurableWait(wait) ? undefined : new NonDurableWaitError(this.definition.name, wait.description),
+    spawned: (child, parent) => {
+      if (parent === null) return;
+      const at = this.paths.get(parent) ?? "";
+      const n = this.spawnedBy.get(parent) ?? 0;
+      this.spawnedBy.set(parent, n + 1);
+      this.paths.set(child, at === "" ? `${n}` : `${at}.${n}`);
+    },
+  };
+
+  /**
+   * The key of the next entry of `kind` and `name` asked by `task` (rule W3): its branch's path
+   * (where it was spawned in the body, in spawn order) and its occurrence there.
+   */
+  key(kind: JournalEntry["kind"], task: Task<unknown>, name: string): string {
+    const path = this.paths.get(task) ?? "";
+    const base = `${kind}:${path === "" ? "" : `${path}/`}${name}`;
+    const n = (this.counts.get(base) ?? 0) + 1;
+    this.counts.set(base, n);
+    return `${base}#${n}`;
+  }
+
+  /** The journal's entry for `key`, consumed; undefined when the journal has none. */
+  take(key: string): JournalEntry | undefined {
+    const entry = this.journal.get(key);
+    if (entry !== undefined && this.unconsumed.delete(key) && this.unconsumed.size === 0 && this.stop)
+      this.checkSoon();
+    return entry;
+  }
+
+  /** An entry this run wrote and may be asked again (a `patched` id asked twice). */
+  answered(key: string): JournalEntry | undefined {
+    return this.journal.get(key);
+  }
+
+  /** Keeps an entry this run is writing, for {@link answered}. */
+  remember(entry: JournalEntry): void {
+    this.journal.set(entry.key, entry);
+  }
+
+  /** True while journal entries remain that this run has not reached. */
+  get replaying(): boolean {
+    return this.unconsumed.size > 0;
+  }
+
+  /** True when new work may start at once: nothing to replay, no stop waiting to be delivered. */
+  get freeToRun(): boolean {
+    return this.fatal === null && this.unconsumed.size === 0 && (this.stop === null || this.stopDelivered);
+  }
+
+  /** Holds new work until the replay settles (see the module's invariants). */
+  hold(entry: Held): () => void {
+    this.held.add(entry);
+    this.checkSoon();
+    return () => this.held.delete(entry);
+  }
+
+  /** Asks for the body to be stopped (rule W11): at once, or where the replay ends. */
+  requestStop(kind: "cancel" | "deadline", message: string): void {
+    if (this.stop !== null) return;
+    this.stop = { kind, message };
+    this.checkSoon();
+  }
+
+  /** Runs {@link check} once the runtime is idle (a zero-delay timer on the engine's clock). */
+  checkSoon(): void {
+    if (this.checkScheduled || this.state !== "running") return;
+    this.checkScheduled = true;
+    this.clock.schedule(this.clock.now(), () => {
+      this.checkScheduled = false;
+      this.check();
+    });
+  }
+
+  private check(): void {
+    if (this.state !== "running" || this.body === null) return;
+    if (this.stop !== null && !this.stopDelivered) {
+      this.stopDelivered = true;
+      this.body.cancel(this.stop.message);
+      return;
+    }
+    if (this.held.size > 0) {
+      const held = [...this.held];
+      this.held.clear();
+      const first = this.unconsumed.values().next();
+      if (!first.done && this.fatal === null) {
+        this.fatal = new NonDeterminismError(this.id, held[0]!.key, first.value);
+        this.body.cancel("the workflow's code does not match its journal (rule W4)");
+      }
+      for (const h of held) h.release(this.fatal);
+      return;
+    }
+    if (this.steps.size === 0 && this.waits.size > 0 && this.stop === null && this.fatal === null) {
+      const dueAt = this.waits.dueAt();
+      if (dueAt - this.clock.now() >= this.parkAfterMs) this.park(dueAt);
+    }
+  }
+
+  /** Parks the quiet body: evicts it and writes the park (rule W6). */
+  private park(dueAt: number): void {
+    this.state = "parking";
+    const park: Park = {
+      status: this.waits.events.length > 0 ? "waiting" : "sleeping",
+      wakeAt: Number.isFinite(dueAt) ? dueAt : null,
+      waitingFor: this.waits.events,
+      waitingOn: this.waits.describe(),
+      signalsSeen: this.waits.signalsSeen,
+      nowMs: this.clock.now(),
+    };
+    evict(this.body!, `parked: ${park.waitingOn}`);
+    this.parked = this.io("park", () => this.store.park(this.id, this.lease, park)).then(
+      () => {
+        this.state = "parked";
+      },
+      (error) => this.lose(error),
+    );
+  }
+
+  /** Journals `entries` under the claim; a failure to write ends this incarnation (see `lose`). */
+  write(entries: readonly JournalEntry[]): Promise<void> {
+    return this.io("append", () => this.store.append(this.id, this.lease, entries)).catch((error) => {
+      this.lose(error);
+      throw error;
+    });
+  }
+
+  /**
+   * Runs a store call with the clock held (a virtual clock does not jump while it is in flight).
+   */
+  io<T>(what: string, call: () => Promise<T>): Promise<T> {
+    const release = this.clock.hold?.(`workflow store ${this.store.description}: ${what} ${this.id}`);
+    return call().finally(() => release?.());
+  }
+
+  /**
+   * The claim is lost or the store failed: stop at once, write nothing more. Steps in flight are
+   * cancelled (their cleanup runs), then the body is evicted; another process replays it.
+   */
+  lose(error: unknown): void {
+    if (this.state === "lost") return;
+    const wasRunning = this.state === "running";
+    this.state = "lost";
+    if (this.fatal === null) this.fatal = error;
+    if (!wasRunning || this.body === null) return;
+    const body = this.body;
+    const steps = [...this.steps];
+    for (const s of steps) s.cancel("the execution's claim was lost");
+    void Promise.allSettled(steps).then(() => evict(body, "the execution's claim was lost"));
+  }
+}

@@ -1,0 +1,221 @@
+/**
+ * `step(name, op)`: a workflow's side effect, run once per execution and journaled (rule W1).
+ * @module
+ */
+import {
+  createContext,
+  guardWaits,
+  type Op,
+  type Operation,
+  type RetryPolicy,
+  retry,
+  spawn,
+  type Task,
+  timeout,
+  timeoutAt,
+  useTask,
+} from "@keel/core";
+import { checkKeys, checkMs, checkObject, invalidType } from "./checks.js";
+import { CURRENT_INCARNATION } from "./current.js";
+import { DurableWait } from "./durable-wait.js";
+import { NotInWorkflowError } from "./errors.js";
+import type { Incarnation } from "./incarnation.js";
+import { journalError, restoreError, unwrapValue, wrapValue } from "./json.js";
+import type { JournalEntry } from "./store/store.js";
+
+export interface StepOptions {
+  /** Retries of the step's operation (Keel's `retry` policy); the step's outcome is the last one's. */
+  readonly retry?: RetryPolicy;
+  /** A bound on each attempt; past it the attempt fails with a `TimeoutError`. */
+  readonly timeoutMs?: number;
+}
+
+/** What a running step can read of itself (`stepInfo()`): its stable key for idempotency. */
+export interface StepInfo {
+  readonly executionId: string;
+  /** `charge#1`: the step's name and occurrence (with its branch's path for a spawned branch). */
+  readonly key: string;
+  /** `order-7/charge#1`: pass it to the APIs the step calls as their idempotency key. */
+  readonly idempotencyKey: string;
+}
+
+const STEP_CONTEXT = createContext<StepInfo | null>("keel.workflow.step", null);
+
+/**
+ * Runs `op` as a step of the workflow: once per execution, its value (or its final error, after
+ * its own retries) journaled before the body goes on (rule W1). On a replay a journaled step
+ * returns its value, or throws the same error, without running. A step in flight when its process
+ * dies runs again: at least once per step, so give the APIs it calls `stepInfo().idempotencyKey`.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createMemoryStore, startWorkflowEngine, step, workflow } from "@keel/workflow";
+ * const charge = workflow("charge", function* (cents: number) {
+ *   const id = yield* step("charge", function* () { return `ch_${cents}`; }, { timeoutMs: 5_000 });
+ *   return id;
+ * });
+ * await run(function* () {
+ *   const engine = yield* startWorkflowEngine({ store: createMemoryStore(), workflows: [charge] });
+ *   const execution = yield* engine.start(charge, 250, { id: "order-1" });
+ *   console.log(yield* engine.result(execution.id)); // ch_250
+ * });
+ * ```
+ */
+export function step<T>(name: string, op: Op<T>, options: StepOptions = {}): Operation<T> {
+  if (typeof name !== "string" || name.length === 0 || name.length > 200 || /[#/]/.test(name))
+    throw invalidType("step(name)", "a non-empty string of at most 200 characters, without # or /", name);
+  if (typeof op !== "function" && (typeof op !== "object" || op === null))
+    throw invalidType(`step("${name}", op)`, "an operation or a function returning one", op);
+  checkKeys(`step("${name}", op, options)`, checkObject(`step("${name}", op, options)`, options), [
+    "retry",
+    "timeoutMs",
+  ]);
+  if (options.timeoutMs !== undefined)
+    checkMs(`step("${name}", op, { timeoutMs })`, options.timeoutMs, { min: 1 });
+  return {
+    *[Symbol.iterator]() {
+      const inc = yield* CURRENT_INCARNATION.get();
+      if (inc === null) throw new NotInWorkflowError(`step("${name}")`);
+      const key = inc.key("step", yield* useTask(), name);
+      const entry = inc.take(key);
+      if (entry) return replayed<T>(entry);
+      yield* beginNew(inc, key);
+      return (yield* runStep(inc, key, name, op, options)) as T;
+    },
+  };
+}
+
+/** A journaled step's outcome: its value, or its error thrown again. */
+export function replayed<T>(entry: JournalEntry): T {
+  if (!entry.ok) throw restoreError(entry.error!);
+  return unwrapValue(entry.value) as T;
+}
+
+/**
+ * Waits, when the run is replaying or a stop is pending, until new work may start (see
+ * `Incarnation`'s invariants); throws the execution's fatal error if it has one.
+ */
+export function* beginNew(inc: Incarnation, key: string): Generator<unknown, void, unknown> {
+  if (inc.fatal !== null) throw inc.fatal;
+  if (inc.state !== "running")
+    yield* new DurableWait<never>(`${key}: the execution is stopping`, () => undefined);
+  if (inc.freeToRun) return;
+  yield* new DurableWait<void>(`${key}: waiting for the replay to settle`, (resolve) =>
+    inc.hold({
+      key,
+      release: (error) => resolve(error === null ? { ok: true, value: undefined } : { ok: false, error }),
+    }),
+  );
+}
+
+function* runStep(
+  inc: Incarnation,
+  key: string,
+  name: string,
+  op: Op<unknown>,
+  options: StepOptions,
+): Generator<unknown, unknown, unknown> {
+  const startedAt = inc.clock.now();
+  let attempts = 0;
+  const once = function* (): Generator<unknown, unknown, unknown> {
+    attempts++;
+    return yield* typeof op === "function" ? (op as () => Operation<unknown>)() : op;
+  };
+  const timed: Op<unknown> = options.timeoutMs === undefined ? once : () => timeout(options.timeoutMs!, once);
+  const retried: Op<unknown> = options.retry === undefined ? timed : () => retry(timed, options.retry);
+  const deadlineAt = inc.record.deadlineAt;
+  const bounded: Op<unknown> =
+    deadlineAt === null
+      ? retried
+      : () => timeoutAt(deadlineAt, retried, { label: "the execution's deadline" });
+  const info: StepInfo = {
+    executionId: inc.id,
+    key: key.slice("step:".length),
+    idempotencyKey: `${inc.id}/${key.slice("step:".length)}`,
+  };
+  const child: Task<{ ok: boolean; value?: unknown; error?: unknown }> = yield* spawn(
+    CURRENT_INCARNATION.with(
+      null,
+      guardWaits(null, function* stepRun() {
+        try {
+          return { ok: true, value: yield* STEP_CONTEXT.with(info, bounded) };
+        } catch (error) {
+          return { ok: false, error };
+        }
+      }),
+    ),
+    { name: `step ${key.slice("step:".length)}` },
+  );
+  inc.steps.add(child);
+  return yield* new DurableWait<unknown>(`step ${key.slice("step:".length)}`, (resolve) => {
+    child.then(
+      (result) => {
+        inc.steps.delete(child);
+        if (inc.state !== "running") return;
+        const entry = stepEntry(key, name, result, attempts, startedAt, inc.clock.now());
+        inc.write([entry]).then(
+          () => {
+            inc.checkSoon();
+            try {
+              resolve({ ok: true, value: replayed(entry) });
+            } catch (error) {
+              resolve({ ok: false, error });
+            }
+          },
+          () => {},
+        );
+      },
+      () => {
+        inc.steps.delete(child);
+        inc.checkSoon();
+      },
+    );
+    return undefined;
+  });
+}
+
+function stepEntry(
+  key: string,
+  name: string,
+  result: { ok: boolean; value?: unknown; error?: unknown },
+  attempts: number,
+  startedAt: number,
+  endedAt: number,
+): JournalEntry {
+  const base = { key, kind: "step" as const, attempts, startedAt, endedAt };
+  if (result.ok) {
+    try {
+      return { ...base, ok: true, value: wrapValue(result.value, `step ${name}'s value`), error: null };
+    } catch (error) {
+      return { ...base, ok: false, value: null, error: journalError(error) };
+    }
+  }
+  return { ...base, ok: false, value: null, error: journalError(result.error) };
+}
+
+/**
+ * Inside a step's operation: the step's identity, and the idempotency key to give the APIs it calls.
+ *
+ * @example
+ * ```ts
+ * import { step, stepInfo } from "@keel/workflow";
+ * // inside a workflow's body:
+ * function* chargeCard(cents: number) {
+ *   return yield* step("charge", function* () {
+ *     const { idempotencyKey } = yield* stepInfo();
+ *     return { cents, idempotencyKey }; // e.g. "order-7/charge#1"
+ *   });
+ * }
+ * console.log(typeof chargeCard); // function
+ * ```
+ */
+export function stepInfo(): Operation<StepInfo> {
+  return {
+    *[Symbol.iterator]() {
+      const info = yield* STEP_CONTEXT.get();
+      if (info === null) throw new NotInWorkflowError("stepInfo()", "inside a step's operation");
+      return info;
+    },
+  };
+}

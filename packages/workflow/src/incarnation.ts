@@ -182,8 +182,9 @@ export class Incarnation {
       this.held.clear();
       const first = this.unconsumed.values().next();
       if (!first.done && this.fatal === null) {
+        // Thrown at the held wait; any later new work is refused with it too, so the body cannot go
+        // on past it (its `finally` blocks run, and their new steps are refused as well).
         this.fatal = new NonDeterminismError(this.id, held[0]!.key, first.value);
-        this.body.cancel("the workflow's code does not match its journal (rule W4)");
       }
       for (const h of held) h.release(this.fatal);
       return;
@@ -195,8 +196,11 @@ export class Incarnation {
   }
 
   /** Parks the quiet body: evicts it and writes the park (rule W6). */
-  private park(dueAt: number): void {
+  private park(waitsDueAt: number): void {
     this.state = "parking";
+    // A parked execution wakes for its deadline too, to be stopped there (rule W10).
+    const deadlineAt = this.record.deadlineAt ?? Number.POSITIVE_INFINITY;
+    const dueAt = Math.min(waitsDueAt, deadlineAt);
     const park: Park = {
       status: this.waits.events.length > 0 ? "waiting" : "sleeping",
       wakeAt: Number.isFinite(dueAt) ? dueAt : null,

@@ -25,6 +25,8 @@ import { journalError, unwrapValue, wrapValue } from "./json.js";
 import type { Claimed, Finish, WorkflowStore } from "./store/store.js";
 import { LeaseLostError } from "./store/store-errors.js";
 
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
 export interface RunContext {
   readonly store: WorkflowStore;
   readonly clock: Clock;
@@ -73,16 +75,25 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
         else cancelDeadline = ctx.clock.schedule(at, stop);
       }
       const input = unwrapValue(record.input);
+      // The body's error is the execution's outcome, not a failure of this task: caught in the
+      // body's own task (a cancellation passes, and settles it cancelled).
       inc.body = yield* spawn(
         CURRENT_INCARNATION.with(
           inc,
-          guardWaits(inc.guard, () => definition.body(input)),
+          guardWaits(inc.guard, function* body(): Generator<unknown, Outcome, unknown> {
+            try {
+              return { ok: true, value: yield* definition.body(input) };
+            } catch (error) {
+              if (isCancelled(error)) throw error;
+              return { ok: false, error };
+            }
+          }),
         ),
         { name: `workflow ${definition.name} ${record.id}` },
       );
-      let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };
+      let outcome: Outcome;
       try {
-        outcome = { ok: true, value: yield* inc.body };
+        outcome = (yield* inc.body) as Outcome;
       } catch (error) {
         if (isCancelled(error)) throw error;
         outcome = { ok: false, error };
@@ -130,11 +141,7 @@ function* handBack(
   );
 }
 
-function outcomeOf(
-  inc: Incarnation,
-  outcome: { ok: true; value: unknown } | { ok: false; error: unknown },
-  nowMs: number,
-): Finish {
+function outcomeOf(inc: Incarnation, outcome: Outcome, nowMs: number): Finish {
   if (inc.fatal !== null) return { status: "failed", error: journalError(inc.fatal), nowMs };
   const stop = inc.stopDelivered ? inc.stop : null;
   const stoppedHere = !outcome.ok && (isTaskCancelledError(outcome.error) || isCancelled(outcome.error));

@@ -7,7 +7,7 @@ import { restoreError, unwrapValue } from "./json.js";
 import type { ExecutionRecord, ExecutionStatus, JournalEntry } from "./store/store.js";
 
 export interface StepView {
-  /** `charge#1`, or `0.1/charge#1` in a spawned branch. */
+  /** A step's `charge#1` (`0.1/charge#1` in a spawned branch); other entries by their journal key (`sleep:#1`, `event:approved#1`). */
   readonly key: string;
   readonly kind: JournalEntry["kind"];
   readonly ok: boolean;
@@ -43,7 +43,7 @@ export function viewOf(record: ExecutionRecord, journal: readonly JournalEntry[]
       (e) => e.kind === "step" || e.kind === "sleep" || (e.kind === "event" && !e.key.endsWith(":timeout")),
     )
     .map((e) => ({
-      key: e.key.slice(e.key.indexOf(":") + 1),
+      key: e.kind === "step" ? e.key.slice("step:".length) : e.key,
       kind: e.kind,
       ok: e.ok,
       attempts: e.attempts,

@@ -20,6 +20,7 @@ const barrels = [
   "packages/core/src/effection/index.ts",
   "packages/testing/src/index.ts",
   "packages/worker/src/index.ts",
+  "packages/workflow/src/index.ts",
   "packages/worker/src/bullmq/index.ts",
   "packages/otel/src/index.ts",
 ];

@@ -74,6 +74,7 @@ function* everything(tag: string) {
     });
   } catch {}
   yield* emitEvent({ type: "worker:job", queue: `q-${tag}`, jobId: "j1", attempt: 1, transition: "start" });
+  yield* emitEvent({ type: "workflow:step", workflow: "w", executionId: `e-${tag}`, key: "s#1", transition: "start" });
   const child = yield* spawn(function* stubborn() {
     try {
       yield* shield(() => sleep(3), { limitMs: 50 });
@@ -112,6 +113,7 @@ describe("events on node:diagnostics_channel", () => {
         limiter: ["limiter:wait", "limiter:acquire"],
         channel: ["channel:depth"],
         worker: ["worker:job"],
+        workflow: ["workflow:step"],
         deadline: [],
       };
       for (const f of families) {

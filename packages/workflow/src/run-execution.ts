@@ -7,6 +7,8 @@
 
 import type { Clock } from "@keel/core";
 import {
+  emitEvent,
+  eventsWanted,
   evict,
   guardWaits,
   isCancelled,
@@ -21,7 +23,7 @@ import { CURRENT_INCARNATION } from "./current.js";
 import type { Workflow } from "./definition.js";
 import { ExecutionDeadlineError, UnknownWorkflowError } from "./errors.js";
 import { Incarnation } from "./incarnation.js";
-import { journalError, unwrapValue, wrapValue } from "./json.js";
+import { journalError, restoreError, unwrapValue, wrapValue } from "./json.js";
 import type { Claimed, Finish, WorkflowStore } from "./store/store.js";
 import { LeaseLostError } from "./store/store-errors.js";
 
@@ -63,6 +65,9 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
       parkAfterMs: ctx.parkAfterMs,
     });
     ctx.started(inc);
+    const wanted = yield* eventsWanted();
+    const event = { type: "workflow:execution", workflow: definition.name, executionId: record.id } as const;
+    if (wanted) yield* emitEvent({ ...event, transition: "run", replayed: claimed.journal.length });
     let cancelDeadline: (() => void) | null = null;
     let status: string | null = null;
     try {
@@ -98,7 +103,14 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
         if (isCancelled(error)) throw error;
         outcome = { ok: false, error };
       }
-      if (inc.state === "parking") yield* until(inc.parked!);
+      if (inc.state === "parking") {
+        const waitingOn = inc.waits.describe();
+        yield* until(inc.parked!);
+        if (wanted && (inc.state as string) === "parked")
+          yield* emitEvent({ ...event, transition: "park", waitingOn });
+      }
+      if (inc.state === "lost" && wanted)
+        yield* emitEvent({ ...event, transition: "lost", error: inc.fatal });
       if (inc.state !== "running") return;
       const finish = outcomeOf(inc, outcome, ctx.clock.now());
       status = finish.status;
@@ -108,10 +120,18 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
         inc.lose(error);
         status = null;
       }
+      if (wanted && status !== null) {
+        const transition = status === "completed" ? "complete" : status === "failed" ? "fail" : "cancel";
+        const error = finish.status === "completed" ? undefined : restoreError(finish.error);
+        yield* emitEvent({ ...event, transition, ...(error ? { error } : {}) });
+      }
     } finally {
       cancelDeadline?.();
       const body = inc.body;
-      if (body !== null && !isSettled(body) && inc.state === "running") yield* handBack(ctx, inc, body);
+      if (body !== null && !isSettled(body) && inc.state === "running") {
+        yield* handBack(ctx, inc, body);
+        if (wanted) yield* emitEvent({ ...event, transition: "hand-back" });
+      }
       ctx.ended(record.id, status);
     }
   };

@@ -4,6 +4,8 @@
  */
 import {
   createContext,
+  emitEvent,
+  eventsWanted,
   guardWaits,
   type Op,
   type Operation,
@@ -78,10 +80,31 @@ export function step<T>(name: string, op: Op<T>, options: StepOptions = {}): Ope
       const inc = yield* CURRENT_INCARNATION.get();
       if (inc === null) throw new NotInWorkflowError(`step("${name}")`);
       const key = inc.key("step", yield* useTask(), name);
-      const entry = inc.take(key);
-      if (entry) return replayed<T>(entry);
+      const found = inc.take(key);
+      const wanted = yield* eventsWanted();
+      const event = {
+        type: "workflow:step",
+        workflow: inc.definition.name,
+        executionId: inc.id,
+        key: key.slice(5),
+      } as const;
+      if (found) {
+        if (wanted) yield* emitEvent({ ...event, transition: "replay", ok: found.ok });
+        return replayed<T>(found);
+      }
       yield* beginNew(inc, key);
-      return (yield* runStep(inc, key, name, op, options)) as T;
+      if (wanted) yield* emitEvent({ ...event, transition: "start" });
+      const entry = yield* runStep(inc, key, name, op, options);
+      if (wanted)
+        yield* emitEvent({
+          ...event,
+          transition: "end",
+          ok: entry.ok,
+          attempts: entry.attempts,
+          durationMs: entry.endedAt - entry.startedAt,
+          ...(entry.ok ? {} : { error: restoreError(entry.error!) }),
+        });
+      return replayed<T>(entry);
     },
   };
 }
@@ -115,7 +138,7 @@ function* runStep(
   name: string,
   op: Op<unknown>,
   options: StepOptions,
-): Generator<unknown, unknown, unknown> {
+): Generator<unknown, JournalEntry, unknown> {
   const startedAt = inc.clock.now();
   let attempts = 0;
   const once = function* (): Generator<unknown, unknown, unknown> {
@@ -148,7 +171,7 @@ function* runStep(
     { name: `step ${key.slice("step:".length)}` },
   );
   inc.steps.add(child);
-  return yield* new DurableWait<unknown>(`step ${key.slice("step:".length)}`, (resolve) => {
+  return yield* new DurableWait<JournalEntry>(`step ${key.slice("step:".length)}`, (resolve) => {
     child.then(
       (result) => {
         inc.steps.delete(child);
@@ -157,11 +180,7 @@ function* runStep(
         inc.write([entry]).then(
           () => {
             inc.checkSoon();
-            try {
-              resolve({ ok: true, value: replayed(entry) });
-            } catch (error) {
-              resolve({ ok: false, error });
-            }
+            resolve({ ok: true, value: entry });
           },
           () => {},
         );

@@ -164,13 +164,33 @@ export type WaitDetail =
     }
   | { readonly kind: "join"; readonly taskId: number; readonly name: string };
 
-/** A task as a wait guard hears of it (the public `Task`, which this module cannot import). */
+/**
+ * A task as a wait guard hears of it (the public `Task`, which this module cannot import).
+ *
+ * @example
+ * ```ts
+ * import { type TaskLike, run, useTask } from "@keel/core";
+ * const me: TaskLike = await run(function* named() { return yield* useTask(); });
+ * console.log(me.name, typeof me.id); // named number
+ * ```
+ */
 export interface TaskLike {
   readonly id: number;
   readonly name: string;
 }
 
-/** A wait as a guard sees it: what it waits on, as the task tree names it. */
+/**
+ * A wait as a guard sees it: what it waits on, as the task tree names it.
+ *
+ * @example
+ * ```ts
+ * import { guardWaits, run, sleep, type WaitInfo } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * const waits: WaitInfo[] = [];
+ * await run(() => guardWaits({ check: (w) => void waits.push(w) }, sleep(3)), { clock: createVirtualClock() });
+ * console.log(waits.map((w) => w.description)); // ["sleep(3)"]
+ * ```
+ */
 export interface WaitInfo {
   readonly description: string;
 }

@@ -10,10 +10,11 @@ import { runningTask, type TaskImpl } from "../kernel/task.js";
 import type { KeelEventInput } from "./events.js";
 
 /** Event families a package may emit; the kernel's own (`task:`, `cancel:`, …) stay the kernel's. */
-const PACKAGE_FAMILIES = ["worker:"] as const;
+const PACKAGE_FAMILIES = ["worker:", "workflow:"] as const;
 
 /**
- * The events a package may emit: those of the table whose family belongs to a package (`worker:`).
+ * The events a package may emit: those of the table whose family belongs to a package (`worker:`,
+ * `workflow:`).
  *
  * @example
  * ```ts
@@ -22,7 +23,10 @@ const PACKAGE_FAMILIES = ["worker:"] as const;
  * console.log(e.type); // worker:job
  * ```
  */
-export type PackageEventInput = Extract<KeelEventInput, { type: `worker:${string}` | "deadline:missing" }>;
+export type PackageEventInput = Extract<
+  KeelEventInput,
+  { type: `worker:${string}` | `workflow:${string}` | "deadline:missing" }
+>;
 
 /**
  * Emits `event` into the current runtime's event stream, stamped like the runtime's own (`at` from

@@ -296,6 +296,35 @@ export type KeelEvent =
       readonly inFlight: number;
       readonly released: number;
     })
+  // @keel/workflow (emitted through `emitEvent`): an execution's runs in a process, and its steps.
+  | (Base & {
+      readonly type: "workflow:execution";
+      readonly workflow: string;
+      readonly executionId: string;
+      /**
+       * `run`: claimed, its body started (replaying `replayed` journal entries first); `park`: quiet
+       * on a durable wait, evicted until `waitingOn` is due; `complete`, `fail`, `cancel`: ended;
+       * `hand-back`: released at a shutdown; `lost`: its claim was lost (another process has it).
+       */
+      readonly transition: "run" | "park" | "complete" | "fail" | "cancel" | "hand-back" | "lost";
+      readonly replayed?: number;
+      readonly waitingOn?: string;
+      readonly error?: unknown;
+    })
+  | (Base & {
+      readonly type: "workflow:step";
+      readonly workflow: string;
+      readonly executionId: string;
+      /** The step's journal key without its kind: `charge#1`, `0.1/charge#1` in a spawned branch. */
+      readonly key: string;
+      /** `start`: its operation starts; `end`: its outcome is journaled; `replay`: taken from the journal. */
+      readonly transition: "start" | "end" | "replay";
+      readonly ok?: boolean;
+      /** For `end`: how many times its operation ran (retries included). */
+      readonly attempts?: number;
+      readonly durationMs?: number;
+      readonly error?: unknown;
+    })
   // Diagnosis (issue 13): a step that held the event loop (`main`'s `blockedStepMs`), and an external
   // call made with no deadline anywhere above it (`warnNoDeadline`).
   | (Base & { readonly type: "task:blocked"; readonly durationMs: number; readonly thresholdMs: number })
@@ -371,6 +400,7 @@ export const KEEL_CHANNELS = {
   limiter: "keel:limiter",
   channel: "keel:channel",
   worker: "keel:worker",
+  workflow: "keel:workflow",
   deadline: "keel:deadline",
 } as const;
 

@@ -50,6 +50,9 @@ export function levelOf(event: KeelEvent): "debug" | "info" | "warn" {
   const type = event.type;
   if (warningEvents.has(type)) return "warn";
   if (type === "worker:job") return event.transition === "start" ? "debug" : "info";
+  // An execution's end, park and hand-back are what an operator reads; its steps are the detail.
+  if (type === "workflow:step") return "debug";
+  if (type === "workflow:execution") return event.transition === "run" ? "debug" : "info";
   if (type === "cancel:request") return event.reason.kind === "shutdown" ? "info" : "debug";
   return DEBUG_EVENTS.has(type) ? "debug" : "info";
 }

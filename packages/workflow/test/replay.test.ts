@@ -1,8 +1,8 @@
 import { all, race, run, scoped, sleep, spawn } from "@keel/core";
 import { createVirtualClock } from "@keel/testing";
+import { crashingStore as crashAt } from "@keel/testing/workflow";
 import { describe, expect, it } from "vitest";
 import { createMemoryStore, startWorkflowEngine, step, type WorkflowStore, workflow } from "../src/index.js";
-import { crashAt } from "./support.js";
 
 /** Runs `start` on an engine over a store that dies at `at`, then a second engine to the end. */
 function* crashThenResume(

@@ -1,5 +1,6 @@
 import { isTimeoutError, remaining, run, scoped, sleep, until } from "@keel/core";
 import { createVirtualClock } from "@keel/testing";
+import { crashingStore as crashAt } from "@keel/testing/workflow";
 import { describe, expect, it } from "vitest";
 import {
   createMemoryStore,
@@ -15,7 +16,6 @@ import {
   waitForEvent,
   workflow,
 } from "../src/index.js";
-import { crashAt } from "./support.js";
 
 const DAY = 24 * 3600_000;
 

@@ -93,6 +93,10 @@ describe("every public entry point checks its input with the same typed errors",
     all: [[() => core.all("abc" as never), /^all\(ops\)/]],
     allSettled: [[() => core.allSettled("abc" as never), /^allSettled\(ops\)/]],
     evict: [[() => core.evict({} as never, "x"), /^evict\(task\)/]],
+    spawnEvictable: [
+      [() => core.spawnEvictable(5 as never), /^spawnEvictable\(op\)/],
+      [() => core.spawnEvictable(noop, null as never), /^spawnEvictable\(op, options\)/],
+    ],
     guardWaits: [
       [() => core.guardWaits({} as never, noop), /^guardWaits\(guard\)/],
       [() => core.guardWaits(null, 5 as never), /^guardWaits\(op\)/],

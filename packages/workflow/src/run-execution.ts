@@ -16,6 +16,7 @@ import {
   type Operation,
   sleep,
   spawn,
+  spawnEvictable,
   type Task,
   until,
 } from "@keel/core";
@@ -82,7 +83,9 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
       const input = unwrapValue(record.input);
       // The body's error is the execution's outcome, not a failure of this task: caught in the
       // body's own task (a cancellation passes, and settles it cancelled).
-      inc.body = yield* spawn(
+      // Evictable: the runner's cancellation (a shutdown) does not reach the body; the runner hands
+      // it back instead (`handBack`), so its `finally` blocks run only when the execution ends.
+      inc.body = yield* spawnEvictable(
         CURRENT_INCARNATION.with(
           inc,
           guardWaits(inc.guard, function* body(): Generator<unknown, Outcome, unknown> {

@@ -16,8 +16,10 @@
 import { invalidType } from "../errors.js";
 import type { CancelReason } from "./cancelled.js";
 import { withContextValue } from "./context.js";
-import type { NotAPromise } from "./not-a-promise.js";
-import { checkOp, type Op, type Operation, type WaitGuard } from "./operation.js";
+import { type NotAPromise, notAPromise } from "./not-a-promise.js";
+import { currentTask } from "./current.js";
+import { checkOp, nameOf, type Op, type Operation, type WaitGuard } from "./operation.js";
+import { spawnInto } from "./spawn-into.js";
 import type { Task } from "./task.js";
 import { TaskImpl, WAIT_GUARD_KEY } from "./task.js";
 
@@ -62,4 +64,43 @@ export function evict(task: Task<unknown>, message: string): void {
   if (!(task instanceof TaskImpl)) throw invalidType("evict(task)", "a Keel task", task);
   const reason: CancelReason = { kind: "evicted", at: task.clock.now(), message };
   task.evict(reason);
+}
+
+/**
+ * Spawns `op` as a child that the caller's cancellation does not reach (as a resource's task):
+ * the caller ends it itself, by joining it or by {@link evict}ing it, typically in a `finally`
+ * that runs when the caller is cancelled (a workflow engine hands a parked or interrupted body back
+ * without running its `finally` blocks). If it is still live when the caller's scope exits, it is
+ * cancelled then, after the scope's other children.
+ *
+ * @example
+ * ```ts
+ * import { evict, run, sleep, spawn, spawnEvictable, suspend } from "@keel/core";
+ * await run(function* () {
+ *   const runner = yield* spawn(function* () {
+ *     const body = yield* spawnEvictable(function* () {
+ *       try { yield* suspend(); } finally { console.log("not printed: evicted, not cancelled"); }
+ *     });
+ *     try { yield* body; } finally { evict(body, "handed back"); console.log(body.state); } // cancelled
+ *   });
+ *   yield* sleep(1);
+ *   yield* runner.cancel();
+ * });
+ * ```
+ */
+export function spawnEvictable<T>(op: Op<T>, options: { name?: string } = {}): Operation<Task<T>> & NotAPromise {
+  checkOp("spawnEvictable(op)", op);
+  if (typeof options !== "object" || options === null)
+    throw invalidType("spawnEvictable(op, options)", "an object", options);
+  const name = options.name ?? nameOf(op, "evictable");
+  if (typeof name !== "string") throw invalidType("spawnEvictable(op, { name })", "a string", name);
+  return notAPromise(
+    {
+      *[Symbol.iterator]() {
+        const task = yield* currentTask("spawnEvictable(op)");
+        return spawnInto(task.top, op, name, { resource: true }) as Task<T>;
+      },
+    },
+    "spawnEvictable(op)",
+  );
 }

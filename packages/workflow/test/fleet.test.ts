@@ -1,0 +1,126 @@
+import { run, scoped, sleep, spawn } from "@keel/core";
+import { createVirtualClock } from "@keel/testing";
+import { describe, expect, it } from "vitest";
+import { createMemoryStore, startWorkflowEngine, step, type WorkflowStore, workflow } from "../src/index.js";
+
+describe("W12: executions in a fleet", () => {
+  it("two engines on one store: 40 executions, each step of each run by one process at a time, all complete", async () => {
+    const clock = createVirtualClock();
+    const store = createMemoryStore();
+    const active = new Map<string, number>();
+    let overlaps = 0;
+    const byOwner = new Map<string, number>();
+    const w = workflow("three", function* (n: number) {
+      let sum = 0;
+      for (const s of ["a", "b", "c"]) {
+        sum += yield* step(s, function* () {
+          const key = `e${n}`;
+          active.set(key, (active.get(key) ?? 0) + 1);
+          if (active.get(key)! > 1) overlaps++;
+          try {
+            yield* sleep(50 + (n % 7) * 10);
+            return n;
+          } finally {
+            active.set(key, active.get(key)! - 1);
+          }
+        });
+      }
+      return sum;
+    });
+    const results = await run(
+      function* () {
+        const a = yield* startWorkflowEngine({ store, workflows: [w], owner: "a", concurrency: 4, pollMs: 20 });
+        const b = yield* startWorkflowEngine({ store, workflows: [w], owner: "b", concurrency: 4, pollMs: 20 });
+        for (let n = 0; n < 40; n++) yield* (n % 2 ? a : b).start(w, n, { id: `e${n}` });
+        const out: number[] = [];
+        for (let n = 0; n < 40; n++) out.push(yield* a.result<number>(`e${n}`));
+        for (const r of yield* a.list({ limit: 100 })) byOwner.set(r.status, (byOwner.get(r.status) ?? 0) + 1);
+        return out;
+      },
+      { clock },
+    );
+    expect(results).toEqual(Array.from({ length: 40 }, (_, n) => 3 * n));
+    expect(overlaps).toBe(0);
+    expect(byOwner.get("completed")).toBe(40);
+  });
+
+  it("a process cut off from the store stops its steps before its lease ends; another resumes after it", async () => {
+    const clock = createVirtualClock();
+    const store = createMemoryStore();
+    let cutOff = false;
+    const partitioned: WorkflowStore = {
+      ...store,
+      renew: async (...args) => {
+        if (cutOff) throw new Error("the store is unreachable");
+        return store.renew(...args);
+      },
+    };
+    const log: string[] = [];
+    const w = workflow("long", function* () {
+      return yield* step("work", function* () {
+        const who = log.length === 0 ? "first" : "second";
+        log.push(`${who} start ${clock.now()}`);
+        try {
+          yield* sleep(2_000);
+        } finally {
+          log.push(`${who} end ${clock.now()}`);
+        }
+        return who;
+      });
+    });
+    const result = await run(
+      function* () {
+        yield* spawn(function* () {
+          yield* scoped(function* () {
+            const a = yield* startWorkflowEngine({ store: partitioned, workflows: [w], owner: "a", leaseMs: 900, pollMs: 50 });
+            yield* a.start(w, null, { id: "x" });
+            yield* sleep(100);
+            cutOff = true;
+            yield* sleep(10_000);
+          });
+        });
+        yield* sleep(50);
+        const b = yield* startWorkflowEngine({ store, workflows: [w], owner: "b", leaseMs: 900, pollMs: 50 });
+        return yield* b.result("x");
+      },
+      { clock },
+    );
+    expect(result).toBe("second");
+    // The first run was cut at its first failed renewal (a third of the lease: 300), before the
+    // lease ended (900); the second started only after that.
+    expect(log).toEqual(["first start 0", "first end 300", expect.stringMatching(/^second start (9\d\d|1\d\d\d)$/), expect.stringMatching(/^second end/)]);
+  });
+
+  it("a shutdown hands its executions back: the step in flight is cancelled, another process resumes at once", async () => {
+    const clock = createVirtualClock();
+    const store = createMemoryStore();
+    const log: string[] = [];
+    const w = workflow("handback", function* () {
+      yield* step("one", function* () { log.push("one"); });
+      return yield* step("two", function* () {
+        log.push(`two start ${clock.now()}`);
+        try {
+          yield* sleep(1_000);
+        } finally {
+          log.push(`two end ${clock.now()}`);
+        }
+        return "done";
+      });
+    });
+    const out = await run(
+      function* () {
+        yield* scoped(function* () {
+          const a = yield* startWorkflowEngine({ store, workflows: [w], owner: "a" });
+          yield* a.start(w, null, { id: "h" });
+          yield* sleep(500);
+        });
+        const released = (yield* (yield* startWorkflowEngine({ store, workflows: [], run: false })).get("h"))?.status;
+        const b = yield* startWorkflowEngine({ store, workflows: [w], owner: "b" });
+        return { released, result: yield* b.result("h"), at: clock.now() };
+      },
+      { clock },
+    );
+    expect(out).toEqual({ released: "pending", result: "done", at: 1_500 });
+    expect(log).toEqual(["one", "two start 0", "two end 500", "two start 500", "two end 1500"]);
+  });
+});

@@ -62,7 +62,10 @@ export function statements(s: string) {
     ),
     /**
      * $1 owner, $2 now, $3 leaseMs, $4 limit. Rows another claimer holds are skipped, not waited
-     * for; one that changed since the scan began is re-checked on its new version.
+     * for; one that changed since the scan began is re-checked on its new version. The claimed ids
+     * are handed to the UPDATE as an array (`= ANY (ARRAY(...))`), so it finds them by primary key
+     * whatever the plan's guess of their number: joined to the CTE, the generic plan (it cannot know
+     * the limit) hashed the whole table, every claim a sequential scan.
      */
     claim: named(
       `WITH due AS (
@@ -72,8 +75,8 @@ export function statements(s: string) {
        UPDATE ${s}.executions e
        SET status = 'running', owner = $1, lease_until = $2::bigint + $3::bigint, due_at = $2::bigint + $3::bigint,
            generation = e.generation + 1, updated_at = $2::bigint, wake_at = NULL, waiting_for = '{}', waiting_on = NULL
-       FROM due WHERE e.id = due.id
-       RETURNING ${EXECUTION_COLUMNS.replace(/(\w+)/g, "e.$1")}, due.due_at AS was_due`,
+       WHERE e.id = ANY (ARRAY(SELECT id FROM due))
+       RETURNING ${EXECUTION_COLUMNS.replace(/(\w+)/g, "e.$1")}, (SELECT due_at FROM due WHERE due.id = e.id) AS was_due`,
     ),
     /** $1 id, $2 owner, $3 generation, $4 leaseUntil. */
     renew: named(`UPDATE ${s}.executions SET lease_until = $4, due_at = $4 WHERE ${mine}`),
@@ -139,7 +142,7 @@ export function statements(s: string) {
        WHERE id = $1 AND cancel_requested IS NULL AND status NOT IN ${ENDED}
        RETURNING ${EXECUTION_COLUMNS}`,
     ),
-    nextDueAt: named(`SELECT min(due_at) AS at FROM ${s}.executions`),
+    nextDueAt: named(`SELECT min(due_at) AS at FROM ${s}.executions WHERE due_at IS NOT NULL`),
   };
 }
 

@@ -97,7 +97,7 @@ export function prepare(db: Database.Database): Statements {
        WHERE id = @id AND cancel_requested IS NULL AND status NOT IN ${ENDED}
        RETURNING ${EXECUTION_COLUMNS}`,
     ),
-    nextDueAt: s("SELECT min(due_at) AS at FROM executions"),
+    nextDueAt: s("SELECT min(due_at) AS at FROM executions WHERE due_at IS NOT NULL"),
   };
 }
 

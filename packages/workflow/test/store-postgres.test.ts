@@ -72,7 +72,7 @@ describe.skipIf(!postgresUp)("the PostgreSQL store", () => {
       sent.length = 0;
       const claimed = await store.claim("worker-a", 10, 1_000, 10);
       expect(claimed).toHaveLength(3);
-      expect(sent).toEqual(["WITH", "SELECT", "SELECT"]);
+      expect(sent, "new executions: no journal nor signals to read").toEqual(["WITH"]);
       const lease = { owner: "worker-a", generation: 1 };
       sent.length = 0;
       await store.append("a", lease, [entry("step:one#1")]);
@@ -88,6 +88,19 @@ describe.skipIf(!postgresUp)("the PostgreSQL store", () => {
       sent.length = 0;
       expect(await store.claim("worker-b", 10, 1_000, 10)).toEqual([]);
       expect(sent).toEqual(["WITH"]);
+      await store.signal("b", "go", null, 20);
+      for (const id of ["a", "b"]) await store.release(id, lease, 20);
+      sent.length = 0;
+      const again = await store.claim("worker-b", 20, 1_000, 10);
+      expect(again.map((c) => [c.record.id, c.journal.length, c.signals.length]).sort()).toEqual([
+        ["a", 51, 0],
+        ["b", 0, 1],
+      ]);
+      expect(sent, "replayed or signalled: one query for all journals, one for all signals").toEqual([
+        "WITH",
+        "SELECT",
+        "SELECT",
+      ]);
     } finally {
       pool.query = query;
       await pool.query(`TRUNCATE "${schema}".executions, "${schema}".journal, "${schema}".signals`);

@@ -2,8 +2,9 @@
  * The PostgreSQL store: executions shared by a fleet of processes through one database. What each
  * operation costs, in round trips to the server: `append` one (one INSERT, whatever the number of
  * entries), `renew`/`park`/`release`/`finish`/`signal` one, `create` one (two when the id exists
- * and was created at the same moment elsewhere), `claim` one when nothing is due, else one UPDATE
- * and then the claimed executions' journals and signals (one query each, sent at once).
+ * and was created at the same moment elsewhere), `claim` one UPDATE, then, when some claimed
+ * execution has a journal or signals, one query for all their journals and one for all their
+ * signals, sent at once (a new execution's claim is the UPDATE alone).
  * @module
  */
 import type { Pool, QueryResultRow } from "pg";
@@ -101,17 +102,21 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
       return (await q<SignalRow>(sql.signals, [[id]])).rows.map(toSignal);
     },
     async claim(owner, nowMs, leaseMs, limit) {
-      const claimed = await q<ExecutionRow & { was_due: string }>(sql.claim, [owner, nowMs, leaseMs, limit]);
+      type Row = ExecutionRow & { signal_seq: string; was_due: string };
+      const claimed = await q<Row>(sql.claim, [owner, nowMs, leaseMs, limit]);
       if (claimed.rows.length === 0) return [];
       // Read after the claim committed: every append of an earlier claim either committed before
-      // it (it held the row's lock) or failed, so the journal read here is complete.
-      const ids = claimed.rows.map((r) => r.id);
+      // it (it held the row's lock) or failed, so the journal read here is complete. An execution
+      // at its first claim has no journal, one never signalled no signals: a new execution's claim
+      // is one round trip.
+      const replayed = claimed.rows.filter((r) => Number(r.generation) > 1).map((r) => r.id);
+      const signalled = claimed.rows.filter((r) => Number(r.signal_seq) > 0).map((r) => r.id);
       const [entries, signals] = await Promise.all([
-        q<EntryRow>(sql.journal, [ids]),
-        q<SignalRow>(sql.signals, [ids]),
+        replayed.length === 0 ? [] : q<EntryRow>(sql.journal, [replayed]).then((r) => r.rows),
+        signalled.length === 0 ? [] : q<SignalRow>(sql.signals, [signalled]).then((r) => r.rows),
       ]);
-      const journals = byExecution(entries.rows, toEntry);
-      const kept = byExecution(signals.rows, toSignal);
+      const journals = byExecution(entries, toEntry);
+      const kept = byExecution(signals, toSignal);
       return claimed.rows
         .sort((a, b) => Number(a.was_due) - Number(b.was_due))
         .map(

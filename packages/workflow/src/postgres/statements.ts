@@ -76,7 +76,8 @@ export function statements(s: string) {
        SET status = 'running', owner = $1, lease_until = $2::bigint + $3::bigint, due_at = $2::bigint + $3::bigint,
            generation = e.generation + 1, updated_at = $2::bigint, wake_at = NULL, waiting_for = '{}', waiting_on = NULL
        WHERE e.id = ANY (ARRAY(SELECT id FROM due))
-       RETURNING ${EXECUTION_COLUMNS.replace(/(\w+)/g, "e.$1")}, (SELECT due_at FROM due WHERE due.id = e.id) AS was_due`,
+       RETURNING ${EXECUTION_COLUMNS.replace(/(\w+)/g, "e.$1")}, e.signal_seq,
+                 (SELECT due_at FROM due WHERE due.id = e.id) AS was_due`,
     ),
     /** $1 id, $2 owner, $3 generation, $4 leaseUntil. */
     renew: named(`UPDATE ${s}.executions SET lease_until = $4, due_at = $4 WHERE ${mine}`),

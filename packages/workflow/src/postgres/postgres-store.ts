@@ -23,6 +23,16 @@ import { DuplicateEntryError, LeaseLostError } from "../store/store-errors.js";
 import { migrate, quoteSchema } from "./schema.js";
 import { type Statement, statements } from "./statements.js";
 
+/**
+ * How {@link createPostgresStore} connects, and which schema holds its tables.
+ *
+ * @example
+ * ```ts
+ * import type { PostgresStoreOptions } from "@keel/workflow/postgres";
+ * const options: PostgresStoreOptions = { connectionString: "postgres://postgres@127.0.0.1:5432/test", schema: "orders" };
+ * console.log(options.schema); // orders
+ * ```
+ */
 export interface PostgresStoreOptions {
   /** A pool of your own: the store uses it and leaves it open at `close()`. */
   readonly pool?: Pool;

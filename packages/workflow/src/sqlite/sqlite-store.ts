@@ -25,6 +25,16 @@ import { DuplicateEntryError, LeaseLostError } from "../store/store-errors.js";
 import { migrate } from "./schema.js";
 import { prepare, type Statements } from "./statements.js";
 
+/**
+ * Which file {@link createSqliteStore} opens, and how it waits and commits.
+ *
+ * @example
+ * ```ts
+ * import type { SqliteStoreOptions } from "@keel/workflow/sqlite";
+ * const options: SqliteStoreOptions = { path: "./keel.db", busyTimeoutMs: 10_000, synchronous: "normal" };
+ * console.log(options.synchronous); // normal
+ * ```
+ */
 export interface SqliteStoreOptions {
   /** The database file (created if missing), or `":memory:"` (one process, nothing kept). */
   readonly path: string;

@@ -26,6 +26,7 @@ export { Cancelled, isCancelled } from "./kernel/cancelled.js";
 export type { Clock } from "./kernel/clock.js";
 export type { Context } from "./kernel/context.js";
 export { createContext } from "./kernel/context.js";
+export { useTask } from "./kernel/current.js";
 export { action, call, until, useAbortSignal } from "./kernel/interop.js";
 // Log fields: a delivery's queue, job id and attempt on every record about it (issue 24 item 5).
 export { type LogFields, logFields, type SpawnOptions } from "./kernel/log-fields.js";
@@ -48,7 +49,6 @@ export { random, withRandom } from "./kernel/random.js";
 export { resource } from "./kernel/resource.js";
 export type { Scope } from "./kernel/spawn.js";
 export { scoped, spawn, useScope } from "./kernel/spawn.js";
-export { useTask } from "./kernel/current.js";
 export { suspend } from "./kernel/suspend.js";
 export type { Task, TaskState } from "./kernel/task.js";
 export { evict, guardWaits, spawnEvictable } from "./kernel/wait-guard.js";

@@ -74,7 +74,13 @@ function* everything(tag: string) {
     });
   } catch {}
   yield* emitEvent({ type: "worker:job", queue: `q-${tag}`, jobId: "j1", attempt: 1, transition: "start" });
-  yield* emitEvent({ type: "workflow:step", workflow: "w", executionId: `e-${tag}`, key: "s#1", transition: "start" });
+  yield* emitEvent({
+    type: "workflow:step",
+    workflow: "w",
+    executionId: `e-${tag}`,
+    key: "s#1",
+    transition: "start",
+  });
   const child = yield* spawn(function* stubborn() {
     try {
       yield* shield(() => sleep(3), { limitMs: 50 });

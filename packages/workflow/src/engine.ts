@@ -8,7 +8,17 @@
 
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { type Operation, resource, spawn, until, useClock, useScope } from "@keel/core";
+import {
+  describeThrown,
+  emitEvent,
+  isCancelled,
+  type Operation,
+  resource,
+  spawn,
+  until,
+  useClock,
+  useScope,
+} from "@keel/core";
 import { checkKeys, checkMs, checkObject, checkWhole, invalidType } from "./checks.js";
 import type { Workflow } from "./definition.js";
 import { DurableWait } from "./durable-wait.js";
@@ -186,24 +196,53 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
 
     if (config.run) {
       yield* spawn(function* poller() {
+        // A store that fails is reported once (a warning) and asked again every pollMs: the engine
+        // never dies of an outage, and never hides one.
+        let downSince: number | null = null;
         for (;;) {
-          const free = config.concurrency - live.size;
-          if (free > 0) {
-            const claimed = yield* io("claim", () =>
-              store.claim(config.owner, clock.now(), config.leaseMs, free),
-            );
-            for (const c of claimed) {
-              live.set(c.record.id, null as unknown as Incarnation);
-              scope.spawn(runExecution(ctx, c), { name: `execution ${c.record.id}` });
+          try {
+            const free = config.concurrency - live.size;
+            if (free > 0) {
+              const claimed = yield* io("claim", () =>
+                store.claim(config.owner, clock.now(), config.leaseMs, free),
+              );
+              if (downSince !== null) {
+                const downForMs = clock.now() - downSince;
+                downSince = null;
+                yield* emitEvent({
+                  type: "workflow:store",
+                  store: store.description,
+                  state: "up",
+                  downForMs,
+                  message: `workflow store ${store.description} answers again`,
+                });
+              }
+              for (const c of claimed) {
+                live.set(c.record.id, null as unknown as Incarnation);
+                scope.spawn(runExecution(ctx, c), { name: `execution ${c.record.id}` });
+              }
+              if (claimed.length === free) continue;
             }
-            if (claimed.length === free) continue;
+            const next = yield* io("next due", () => store.nextDueAt());
+            const untilNext = next === null ? config.pollMs : next - clock.now();
+            yield* nap(
+              Math.max(0, Math.min(config.pollMs, untilNext)),
+              "workflow engine: waiting for due executions",
+            );
+          } catch (error) {
+            if (isCancelled(error)) throw error;
+            if (downSince === null) {
+              downSince = clock.now();
+              yield* emitEvent({
+                type: "workflow:store",
+                store: store.description,
+                state: "down",
+                error,
+                message: `workflow store ${store.description} failed (${describeThrown(error)}): claiming again every ${config.pollMs} ms`,
+              });
+            }
+            yield* nap(config.pollMs, "workflow engine: the store is down, waiting to ask again");
           }
-          const next = yield* io("next due", () => store.nextDueAt());
-          const untilNext = next === null ? config.pollMs : next - clock.now();
-          yield* nap(
-            Math.max(0, Math.min(config.pollMs, untilNext)),
-            "workflow engine: waiting for due executions",
-          );
         }
       });
     }

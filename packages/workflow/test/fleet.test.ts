@@ -29,12 +29,25 @@ describe("W12: executions in a fleet", () => {
     });
     const results = await run(
       function* () {
-        const a = yield* startWorkflowEngine({ store, workflows: [w], owner: "a", concurrency: 4, pollMs: 20 });
-        const b = yield* startWorkflowEngine({ store, workflows: [w], owner: "b", concurrency: 4, pollMs: 20 });
+        const a = yield* startWorkflowEngine({
+          store,
+          workflows: [w],
+          owner: "a",
+          concurrency: 4,
+          pollMs: 20,
+        });
+        const b = yield* startWorkflowEngine({
+          store,
+          workflows: [w],
+          owner: "b",
+          concurrency: 4,
+          pollMs: 20,
+        });
         for (let n = 0; n < 40; n++) yield* (n % 2 ? a : b).start(w, n, { id: `e${n}` });
         const out: number[] = [];
         for (let n = 0; n < 40; n++) out.push(yield* a.result<number>(`e${n}`));
-        for (const r of yield* a.list({ limit: 100 })) byOwner.set(r.status, (byOwner.get(r.status) ?? 0) + 1);
+        for (const r of yield* a.list({ limit: 100 }))
+          byOwner.set(r.status, (byOwner.get(r.status) ?? 0) + 1);
         return out;
       },
       { clock },
@@ -72,7 +85,13 @@ describe("W12: executions in a fleet", () => {
       function* () {
         yield* spawn(function* () {
           yield* scoped(function* () {
-            const a = yield* startWorkflowEngine({ store: partitioned, workflows: [w], owner: "a", leaseMs: 900, pollMs: 50 });
+            const a = yield* startWorkflowEngine({
+              store: partitioned,
+              workflows: [w],
+              owner: "a",
+              leaseMs: 900,
+              pollMs: 50,
+            });
             yield* a.start(w, null, { id: "x" });
             yield* sleep(100);
             cutOff = true;
@@ -88,7 +107,12 @@ describe("W12: executions in a fleet", () => {
     expect(result).toBe("second");
     // The first run was cut at its first failed renewal (a third of the lease: 300), before the
     // lease ended (900); the second started only after that.
-    expect(log).toEqual(["first start 0", "first end 300", expect.stringMatching(/^second start (9\d\d|1\d\d\d)$/), expect.stringMatching(/^second end/)]);
+    expect(log).toEqual([
+      "first start 0",
+      "first end 300",
+      expect.stringMatching(/^second start (9\d\d|1\d\d\d)$/),
+      expect.stringMatching(/^second end/),
+    ]);
   });
 
   it("a shutdown hands its executions back: the step in flight is cancelled, another process resumes at once", async () => {
@@ -96,7 +120,9 @@ describe("W12: executions in a fleet", () => {
     const store = createMemoryStore();
     const log: string[] = [];
     const w = workflow("handback", function* () {
-      yield* step("one", function* () { log.push("one"); });
+      yield* step("one", function* () {
+        log.push("one");
+      });
       return yield* step("two", function* () {
         log.push(`two start ${clock.now()}`);
         try {
@@ -114,7 +140,8 @@ describe("W12: executions in a fleet", () => {
           yield* a.start(w, null, { id: "h" });
           yield* sleep(500);
         });
-        const released = (yield* (yield* startWorkflowEngine({ store, workflows: [], run: false })).get("h"))?.status;
+        const released = (yield* (yield* startWorkflowEngine({ store, workflows: [], run: false })).get("h"))
+          ?.status;
         const b = yield* startWorkflowEngine({ store, workflows: [w], owner: "b" });
         return { released, result: yield* b.result("h"), at: clock.now() };
       },
@@ -122,5 +149,42 @@ describe("W12: executions in a fleet", () => {
     );
     expect(out).toEqual({ released: "pending", result: "done", at: 1_500 });
     expect(log).toEqual(["one", "two start 0", "two end 500", "two start 500", "two end 1500"]);
+  });
+
+  it("a store that fails is one workflow:store warning, asked again every pollMs, then one up; the work completes", async () => {
+    const clock = createVirtualClock();
+    const store = createMemoryStore();
+    let failing = true;
+    const flaky: WorkflowStore = {
+      ...store,
+      claim: async (...args) => {
+        if (failing) throw new Error("connection refused");
+        return store.claim(...args);
+      },
+    };
+    const events: string[] = [];
+    const w = workflow("small", function* () {
+      return yield* step("x", function* () { return 1; });
+    });
+    const out = await run(
+      function* () {
+        const e = yield* startWorkflowEngine({ store: flaky, workflows: [w], pollMs: 1_000 });
+        yield* e.start(w, null, { id: "s" });
+        yield* sleep(10_500);
+        failing = false;
+        return { result: yield* e.result("s"), at: clock.now() };
+      },
+      {
+        clock,
+        onEvent: (ev) => {
+          if (ev.type === "workflow:store") events.push(`${ev.state} ${ev.at}${ev.state === "up" ? ` after ${ev.downForMs}` : ""}: ${ev.message}`);
+        },
+      },
+    );
+    expect(out).toEqual({ result: 1, at: 11_000 });
+    expect(events).toEqual([
+      "down 0: workflow store memory failed (Error: connection refused): claiming again every 1000 ms",
+      "up 11000 after 11000: workflow store memory answers again",
+    ]);
   });
 });

@@ -47,8 +47,8 @@ import {
   structuralWait,
   suspensionClass,
   type WaitDetail,
-  type WaitGuard,
   type Waiter,
+  type WaitGuard,
 } from "./operation.js";
 import { notAnInstruction, type Runtime } from "./runtime.js";
 import { SettledPromise } from "./settled-promise.js";

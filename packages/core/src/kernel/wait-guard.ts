@@ -16,8 +16,8 @@
 import { invalidType } from "../errors.js";
 import type { CancelReason } from "./cancelled.js";
 import { withContextValue } from "./context.js";
-import { type NotAPromise, notAPromise } from "./not-a-promise.js";
 import { currentTask } from "./current.js";
+import { type NotAPromise, notAPromise } from "./not-a-promise.js";
 import { checkOp, nameOf, type Op, type Operation, type WaitGuard } from "./operation.js";
 import { spawnInto } from "./spawn-into.js";
 import type { Task } from "./task.js";
@@ -88,7 +88,10 @@ export function evict(task: Task<unknown>, message: string): void {
  * });
  * ```
  */
-export function spawnEvictable<T>(op: Op<T>, options: { name?: string } = {}): Operation<Task<T>> & NotAPromise {
+export function spawnEvictable<T>(
+  op: Op<T>,
+  options: { name?: string } = {},
+): Operation<Task<T>> & NotAPromise {
   checkOp("spawnEvictable(op)", op);
   if (typeof options !== "object" || options === null)
     throw invalidType("spawnEvictable(op, options)", "an object", options);

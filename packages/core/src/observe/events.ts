@@ -325,6 +325,16 @@ export type KeelEvent =
       readonly durationMs?: number;
       readonly error?: unknown;
     })
+  // A workflow engine's store stopped answering (`down`: a claim failed; the engine keeps trying
+  // every `pollMs`) or answers again (`up`); a warning by default.
+  | (Base & {
+      readonly type: "workflow:store";
+      readonly store: string;
+      readonly state: "down" | "up";
+      readonly message: string;
+      readonly error?: unknown;
+      readonly downForMs?: number;
+    })
   // Diagnosis (issue 13): a step that held the event loop (`main`'s `blockedStepMs`), and an external
   // call made with no deadline anywhere above it (`warnNoDeadline`).
   | (Base & { readonly type: "task:blocked"; readonly durationMs: number; readonly thresholdMs: number })
@@ -364,6 +374,7 @@ export const warningEvents: ReadonlySet<KeelEventType> = new Set([
   "task:blocked",
   "deadline:missing",
   "worker:engine",
+  "workflow:store",
 ]);
 
 /**

@@ -72,7 +72,12 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
   const own = options.pool === undefined;
   const pool = options.pool ?? openPool(options.connectionString);
   const q = async <R extends QueryResultRow>(statement: Statement, values: unknown[]) =>
-    pool.query<R>({ name: statement.name, text: statement.text, values });
+    pool.query<R>({ name: statement.name, text: statement.text, values: values.map(wholeMs) });
+  // Instants are whole milliseconds in bigint columns; a real clock reads fractions (1796…637.359),
+  // rounded here (journaled values keep their exact instants inside their JSON).
+  const whole = (v: unknown) =>
+    typeof v === "number" && !Number.isInteger(v) && Number.isFinite(v) ? Math.round(v) : v;
+  const wholeMs = (v: unknown) => (Array.isArray(v) ? v.map(whole) : whole(v));
   const json = (value: unknown) => (value === null || value === undefined ? null : JSON.stringify(value));
   const lost = (id: string, owner: string, generation: number) => new LeaseLostError(id, owner, generation);
 

@@ -16,8 +16,8 @@ import {
   startWorkflowEngine,
   step,
   stepInfo,
-  waitForEvent,
   WorkflowFailedError,
+  waitForEvent,
   workflow,
 } from "@keel/workflow";
 
@@ -139,13 +139,17 @@ const alone = { workflows: [checkout], pollMs: DAY } as const;
 {
   log.length = 0;
   const calls = payments.calls;
-  const r = await testWorkflow(checkout, { id: "order-3", cents: 1_500 }, {
-    id: "order-3",
-    crashAt: "step:ship#1",
-    *during(engine) {
-      yield* engine.signal("order-3", "approved", { by: "ops" });
+  const r = await testWorkflow(
+    checkout,
+    { id: "order-3", cents: 1_500 },
+    {
+      id: "order-3",
+      crashAt: "step:ship#1",
+      *during(engine) {
+        yield* engine.signal("order-3", "approved", { by: "ops" });
+      },
     },
-  });
+  );
   assert.equal(r.status, "completed");
   assert.deepEqual(r.crashedAt, ["step:ship#1"]);
   assert.deepEqual(r.ranAgain, ["ship#1"]);

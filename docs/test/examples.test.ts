@@ -1,6 +1,7 @@
 /**
  * The documentation's examples run, so they cannot rot: every program in docs/examples/ and every
- * TSDoc `@example` block in packages/core/src, packages/testing/src, packages/worker/src and packages/otel/src.
+ * TSDoc `@example` block in packages/core/src, packages/testing/src, packages/worker/src, packages/otel/src
+ * and packages/workflow/src.
  *
  * Both sets run through docs/test/run-examples.ts, one child process per set (the two run in
  * parallel): starting `tsx` once per program would cost more than all the programs together.
@@ -87,6 +88,10 @@ function collectTsdocExamples(): TsdocExample[] {
     ),
     ...listFiles(path.join(root, "packages/worker/src"), (n) => n.endsWith(".ts") && !n.endsWith(".test.ts")),
     ...listFiles(path.join(root, "packages/otel/src"), (n) => n.endsWith(".ts") && !n.endsWith(".test.ts")),
+    ...listFiles(
+      path.join(root, "packages/workflow/src"),
+      (n) => n.endsWith(".ts") && !n.endsWith(".test.ts"),
+    ),
   ];
   const examples: TsdocExample[] = [];
   const used = new Map<string, number>();

@@ -220,8 +220,11 @@ describe.skipIf(!chromium && !required)("the docs site", () => {
       "The runtime's contract",
       "Coming from BullMQ",
       "Coming from Temporal",
+      "Coming from DBOS",
+      "Durable workflows",
       "Examples",
       "from-bullmq.ts",
+      "workflows.ts",
     ])
       expect(navText).toContain(`<span>${title}</span>`);
     for (const module of entryPoints()) expect(nav).toContain(`<span>${module}</span>`);

@@ -19,6 +19,7 @@ const barrels = [
   "packages/core/src/http/index.ts",
   "packages/core/src/effection/index.ts",
   "packages/testing/src/index.ts",
+  "packages/testing/src/workflow/index.ts",
   "packages/worker/src/index.ts",
   "packages/workflow/src/index.ts",
   "packages/worker/src/bullmq/index.ts",

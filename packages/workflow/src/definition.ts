@@ -6,14 +6,30 @@ import type { Operation } from "@keel/core";
 import { invalidRange, invalidType } from "./checks.js";
 
 /**
- * A workflow: a name, a version, and a generator body whose side effects are steps.
+ * A workflow: a name, a version, and a generator body whose side effects are steps. What
+ * {@link workflow} returns, an engine runs (`startWorkflowEngine({ workflows })`) and `start` names.
  * @typeParam I - the input an execution starts with (JSON).
  * @typeParam O - what the body returns (JSON).
+ *
+ * @example
+ * ```ts
+ * import { step, type Workflow, workflow } from "@keel/workflow";
+ * const v2: Workflow<{ cents: number }, string> = workflow(
+ *   "charge",
+ *   function* (input: { cents: number }) {
+ *     return yield* step("charge", function* () { return `ch_${input.cents}`; });
+ *   },
+ *   { version: 2 },
+ * );
+ * console.log(v2.name, v2.version); // charge 2
+ * ```
  */
 export interface Workflow<I = unknown, O = unknown> {
+  /** The name executions are stored under (at most 200 characters). */
   readonly name: string;
   /** Executions record the version they started on and run only on a definition of that version. */
   readonly version: number;
+  /** The generator the engine runs, from its start, on each claim of an execution (rule W3). */
   readonly body: (input: I) => Operation<O>;
 }
 

@@ -30,7 +30,32 @@ import type { ExecutionRecord, JournalEntry, ListFilter, WorkflowStore } from ".
 import { ENDED_STATUSES } from "./store/store.js";
 import { type ExecutionView, viewOf } from "./view.js";
 
+/**
+ * What {@link startWorkflowEngine} takes: the store, the definitions it runs, and how it claims.
+ * Every option is checked at the call; a bad one is refused with a `TypeError` or `RangeError`
+ * naming it.
+ *
+ * **Time.** `leaseMs` is how long a dead process's executions wait before another process resumes
+ * them (rule W12), and how long this process may be cut off from the store before it loses them;
+ * the claim is renewed every `leaseMs / 3`, and a cancel or a signal sent from another process
+ * reaches a running execution at a renewal.
+ *
+ * @example
+ * ```ts
+ * import { createMemoryStore, type WorkflowEngineOptions, workflow } from "@keel/workflow";
+ * const noop = workflow("noop", function* () {});
+ * const options: WorkflowEngineOptions = {
+ *   store: createMemoryStore(),
+ *   workflows: [noop],
+ *   concurrency: 32,
+ *   leaseMs: 15_000,
+ *   owner: "web-1",
+ * };
+ * console.log(options.workflows.length, options.leaseMs); // 1 15000
+ * ```
+ */
 export interface WorkflowEngineOptions {
+  /** Where executions and their journals live (`createMemoryStore`, `createSqliteStore`, `createPostgresStore`). */
   readonly store: WorkflowStore;
   /** The definitions this engine runs (several versions of one name allowed). */
   readonly workflows: readonly Workflow<never, unknown>[];
@@ -48,6 +73,21 @@ export interface WorkflowEngineOptions {
   readonly run?: boolean;
 }
 
+/**
+ * How {@link WorkflowEngine.start} creates an execution: its id, and its deadline.
+ *
+ * **Time.** The deadline is absolute and stored with the execution: it holds across sleeps and
+ * restarts, steps see what is left of it (`remaining()`), and there the body is cancelled and the
+ * execution ends `failed` with `ExecutionDeadlineError` (rule W10).
+ *
+ * @example
+ * ```ts
+ * import type { StartOptions } from "@keel/workflow";
+ * const sevenDays: StartOptions = { id: "order-7", ttlMs: 7 * 24 * 3600_000 };
+ * const byNewYear: StartOptions = { id: "order-8", deadlineAt: Date.parse("2027-01-01T00:00:00Z") };
+ * console.log(sevenDays.ttlMs, new Date(byNewYear.deadlineAt!).toISOString()); // 604800000 2027-01-01T00:00:00.000Z
+ * ```
+ */
 export interface StartOptions {
   /** The execution's id: a second start with it returns the existing execution (default a UUID). */
   readonly id?: string;
@@ -57,23 +97,88 @@ export interface StartOptions {
   readonly ttlMs?: number;
 }
 
+/**
+ * What {@link WorkflowEngine.start} returns: the execution's id, whether this call created it, and
+ * its record as the store holds it.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createMemoryStore, startWorkflowEngine, type Started, workflow } from "@keel/workflow";
+ * const noop = workflow("noop", function* () {});
+ * await run(function* () {
+ *   const engine = yield* startWorkflowEngine({ store: createMemoryStore(), workflows: [noop], run: false });
+ *   const first: Started = yield* engine.start(noop, null, { id: "n-1" });
+ *   const again: Started = yield* engine.start(noop, null, { id: "n-1" });
+ *   console.log(first.created, again.created, again.record.status); // true false pending
+ * });
+ * ```
+ */
 export interface Started {
+  /** The execution's id (the one given, or a new UUID). */
   readonly id: string;
   /** False when an execution with this id existed: nothing was started (rule W12). */
   readonly created: boolean;
+  /** The execution's record: the new one, or the existing one's. */
   readonly record: ExecutionRecord;
 }
 
+/**
+ * A running workflow engine (see {@link startWorkflowEngine}): it runs executions from its store in
+ * the background, and is the API to start, signal, cancel and read them. Every method reaches the
+ * execution through the store, so it works on executions any process runs.
+ *
+ * **Cancellation.** The engine lives as long as the scope that started it; when that scope ends,
+ * the engine hands back the executions it runs (rule W12).
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * import { createMemoryStore, startWorkflowEngine, waitForEvent, type WorkflowEngine, workflow } from "@keel/workflow";
+ * const approval = workflow("approval", function* () {
+ *   return yield* waitForEvent<{ by: string }>("approved");
+ * });
+ * await run(function* () {
+ *   const engine: WorkflowEngine = yield* startWorkflowEngine({ store: createMemoryStore(), workflows: [approval] });
+ *   yield* engine.start(approval, null, { id: "a-1" });
+ *   yield* engine.signal("a-1", "approved", { by: "ops" });
+ *   console.log(yield* engine.result("a-1")); // { by: 'ops' }
+ *   console.log((yield* engine.list({ status: "completed" })).map((r) => r.id)); // [ 'a-1' ]
+ * }, { clock: createVirtualClock() });
+ * ```
+ */
 export interface WorkflowEngine {
+  /** This process's name in claims (`WorkflowEngineOptions.owner`). */
   readonly owner: string;
+  /** The store the engine runs on. */
   readonly store: WorkflowStore;
+  /**
+   * Creates an execution of `workflow` with `input` (JSON: rule W9), `pending` until an engine
+   * claims it. Idempotent by id: an id that exists returns that execution, `created: false`.
+   * @throws {UnknownWorkflowError} when this engine was not given `workflow` (its name and version).
+   * @throws {NotJournalableError} when `input` is not plain JSON.
+   */
   start<I, O>(workflow: Workflow<I, O>, input: I, options?: StartOptions): Operation<Started>;
   /** Waits for the execution to end: its result, or a `WorkflowFailedError` (failed or cancelled). */
   result<O = unknown>(id: string): Operation<O>;
+  /** The execution for people: its status, its steps, what it waits on; null for an unknown id. */
   get(id: string): Operation<ExecutionView | null>;
+  /** Execution records, newest first (at most `filter.limit`, default 100). */
   list(filter?: ListFilter): Operation<ExecutionRecord[]>;
+  /** The execution's journal entries, in the order they were written. */
   journal(id: string): Operation<JournalEntry[]>;
+  /**
+   * Sends the event `name` with `payload` (JSON) to the execution (rule W8): kept until a
+   * `waitForEvent(name)` takes it; a parked execution waiting for it becomes runnable.
+   * @throws {ExecutionNotFoundError} when there is no such execution, or it has ended.
+   */
   signal(id: string, name: string, payload?: unknown): Operation<void>;
+  /**
+   * Cancels the execution wherever it is (rule W11): its body gets `Cancelled`, its `finally` blocks
+   * run, and it ends `cancelled` with `reason`. An execution that has ended is left as it is.
+   * @throws {ExecutionNotFoundError} when there is no such execution.
+   */
   cancel(id: string, reason?: string): Operation<void>;
   /** Executions running in this process now. */
   readonly running: number;

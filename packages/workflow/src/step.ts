@@ -25,6 +25,24 @@ import type { Incarnation } from "./incarnation.js";
 import { journalError, restoreError, unwrapValue, wrapValue } from "./json.js";
 import type { JournalEntry } from "./store/store.js";
 
+/**
+ * How a {@link step} runs its operation: retried with Keel's `retry` policy, each attempt bounded.
+ * The step's journaled outcome is its last attempt's (rule W1).
+ *
+ * **Time.** `timeoutMs` bounds each attempt; the execution's deadline (`start(…, { ttlMs })`)
+ * bounds them all, backoffs included.
+ *
+ * @example
+ * ```ts
+ * import { exponential } from "@keel/core";
+ * import type { StepOptions } from "@keel/workflow";
+ * const options: StepOptions = {
+ *   retry: { attempts: 4, backoff: exponential({ baseMs: 200, factor: 2, maxMs: 5_000, jitter: "full" }) },
+ *   timeoutMs: 10_000,
+ * };
+ * console.log(options.retry?.attempts, options.timeoutMs); // 4 10000
+ * ```
+ */
 export interface StepOptions {
   /** Retries of the step's operation (Keel's `retry` policy); the step's outcome is the last one's. */
   readonly retry?: RetryPolicy;
@@ -32,8 +50,29 @@ export interface StepOptions {
   readonly timeoutMs?: number;
 }
 
-/** What a running step can read of itself (`stepInfo()`): its stable key for idempotency. */
+/**
+ * What a running step can read of itself (`stepInfo()`): its stable key for idempotency. The same
+ * on every run of the step, in every process, so an API given `idempotencyKey` absorbs a re-run.
+ *
+ * @example
+ * ```ts
+ * import { run } from "@keel/core";
+ * import { createMemoryStore, startWorkflowEngine, step, type StepInfo, stepInfo, workflow } from "@keel/workflow";
+ * const w = workflow("info", function* () {
+ *   return yield* step("charge", function* (): Generator<unknown, StepInfo, unknown> {
+ *     return { ...(yield* stepInfo()) };
+ *   });
+ * });
+ * await run(function* () {
+ *   const engine = yield* startWorkflowEngine({ store: createMemoryStore(), workflows: [w] });
+ *   yield* engine.start(w, null, { id: "order-7" });
+ *   console.log(yield* engine.result("order-7"));
+ *   // { executionId: 'order-7', key: 'charge#1', idempotencyKey: 'order-7/charge#1' }
+ * });
+ * ```
+ */
 export interface StepInfo {
+  /** The execution's id, as given to `engine.start(…, { id })`. */
   readonly executionId: string;
   /** `charge#1`: the step's name and occurrence (with its branch's path for a spawned branch). */
   readonly key: string;

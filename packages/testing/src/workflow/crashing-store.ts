@@ -6,7 +6,35 @@
  */
 import type { JournalEntry, WorkflowStore } from "@keel/workflow";
 
-/** What {@link crashingStore} returns. */
+/**
+ * What {@link crashingStore} returns: the store to give the engine that is to "die", and when it did.
+ *
+ * @example
+ * ```ts
+ * import { run, scoped, sleep, until } from "@keel/core";
+ * import { createVirtualClock } from "@keel/testing";
+ * import { type CrashingStore, crashingStore } from "@keel/testing/workflow";
+ * import { createMemoryStore, startWorkflowEngine, step, workflow } from "@keel/workflow";
+ * const ran: string[] = [];
+ * const w = workflow("two", function* () {
+ *   yield* step("one", function* () { ran.push("one"); });
+ *   yield* step("two", function* () { ran.push("two"); });
+ * });
+ * const store = createMemoryStore();
+ * const dying: CrashingStore = crashingStore(store, "step:two#1");
+ * await run(function* () {
+ *   yield* scoped(function* () {
+ *     const a = yield* startWorkflowEngine({ store: dying.store, workflows: [w], owner: "a", leaseMs: 30_000 });
+ *     yield* a.start(w, null, { id: "x" });
+ *     yield* until(dying.whenCrashed); // "a" died as it journaled two#1
+ *   });
+ *   yield* sleep(30_000); // its lease ends
+ *   const b = yield* startWorkflowEngine({ store, workflows: [w], owner: "b" });
+ *   yield* b.result("x");
+ * }, { clock: createVirtualClock() });
+ * console.log(dying.crashedAt(), ran); // step:two#1 [ 'one', 'two', 'two' ]
+ * ```
+ */
 export interface CrashingStore {
   /** The store to give the engine that is to "die". */
   readonly store: WorkflowStore;

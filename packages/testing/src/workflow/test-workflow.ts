@@ -15,7 +15,29 @@ import {
 import { createVirtualClock } from "../virtual-clock.js";
 import { crashingStore } from "./crashing-store.js";
 
-/** What {@link testWorkflow} takes besides the workflow and its input. */
+/**
+ * What {@link testWorkflow} takes besides the workflow and its input: where to crash, what to send
+ * it, and what to run it on.
+ *
+ * @example
+ * ```ts
+ * import { type TestWorkflowOptions, testWorkflow } from "@keel/testing/workflow";
+ * import { step, waitForEvent, workflow } from "@keel/workflow";
+ * const approve = workflow("approve", function* () {
+ *   const { by } = yield* waitForEvent<{ by: string }>("approved");
+ *   return yield* step("record", function* () { return `approved by ${by}`; });
+ * });
+ * const options: TestWorkflowOptions = {
+ *   id: "approval-1",
+ *   crashAt: ["step:record#1"],
+ *   *during(engine) {
+ *     yield* engine.signal("approval-1", "approved", { by: "ops" });
+ *   },
+ * };
+ * const r = await testWorkflow(approve, null, options);
+ * console.log(r.result, r.ranAgain); // approved by ops [ 'record#1' ]
+ * ```
+ */
 export interface TestWorkflowOptions {
   /** Journal keys to crash at, in order (`step:charge#1`): one "process" dies at each, the next replays. */
   readonly crashAt?: string | readonly string[];
@@ -31,8 +53,25 @@ export interface TestWorkflowOptions {
   readonly during?: (engine: import("@keel/workflow").WorkflowEngine) => import("@keel/core").Operation<void>;
 }
 
-/** What {@link testWorkflow} returns. */
+/**
+ * What {@link testWorkflow} returns: how the execution ended, and what ran how many times.
+ *
+ * @example
+ * ```ts
+ * import { testWorkflow, type WorkflowTestRun } from "@keel/testing/workflow";
+ * import { step, workflow } from "@keel/workflow";
+ * const refund = workflow("refund", function* (cents: number) {
+ *   yield* step("refund", function* () {
+ *     if (cents > 1_000) throw new RangeError(`refund of ${cents}: above the limit`);
+ *   });
+ * });
+ * const r: WorkflowTestRun = await testWorkflow(refund, 5_000);
+ * console.log(r.status, r.error?.name, r.error?.message, r.runs.get("refund#1"));
+ * // failed RangeError refund of 5000: above the limit 1
+ * ```
+ */
 export interface WorkflowTestRun {
+  /** How it ended: `completed`, `failed` or `cancelled`. */
   readonly status: ExecutionView["status"];
   /** The result, for an execution that completed. */
   readonly result?: unknown;
@@ -44,7 +83,9 @@ export interface WorkflowTestRun {
   readonly ranAgain: readonly string[];
   /** The keys the "processes" died at, in order. */
   readonly crashedAt: readonly string[];
+  /** The execution's journal at its end. */
   readonly journal: readonly JournalEntry[];
+  /** The execution as `engine.get` shows it at its end. */
   readonly view: ExecutionView;
 }
 

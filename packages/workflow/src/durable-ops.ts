@@ -307,3 +307,32 @@ export function patched(id: string): Operation<boolean> {
     },
   };
 }
+
+/** What {@link executionInfo} gives: the running execution's identity. */
+export interface ExecutionInfo {
+  readonly id: string;
+  readonly workflow: string;
+  readonly version: number;
+  /** Its absolute deadline, or null. */
+  readonly deadlineAt: number | null;
+}
+
+/**
+ * In a workflow's body: the execution it runs (its id, for logs and for the keys of what it starts).
+ *
+ * @example
+ * ```ts
+ * import { executionInfo, workflow } from "@keel/workflow";
+ * const whoAmI = workflow("who-am-i", function* () { return (yield* executionInfo()).id; });
+ * console.log(whoAmI.name); // who-am-i
+ * ```
+ */
+export function executionInfo(): Operation<ExecutionInfo> {
+  return {
+    *[Symbol.iterator]() {
+      const [inc] = yield* incarnation("executionInfo()");
+      const r = inc.record;
+      return { id: r.id, workflow: r.workflow, version: r.version, deadlineAt: r.deadlineAt };
+    },
+  };
+}

@@ -4,7 +4,16 @@
  * @module @keel/workflow
  */
 export { type Workflow, workflow } from "./definition.js";
-export { now, patched, random, sleepFor, sleepUntil, waitForEvent } from "./durable-ops.js";
+export {
+  type ExecutionInfo,
+  executionInfo,
+  now,
+  patched,
+  random,
+  sleepFor,
+  sleepUntil,
+  waitForEvent,
+} from "./durable-ops.js";
 export {
   type Started,
   type StartOptions,

@@ -1,4 +1,4 @@
-import { all, run, scoped, sleep, spawn } from "@keel/core";
+import { run, sleep } from "@keel/core";
 import { createVirtualClock } from "@keel/testing";
 import { describe, expect, it } from "vitest";
 import {

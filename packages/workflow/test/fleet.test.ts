@@ -164,7 +164,9 @@ describe("W12: executions in a fleet", () => {
     };
     const events: string[] = [];
     const w = workflow("small", function* () {
-      return yield* step("x", function* () { return 1; });
+      return yield* step("x", function* () {
+        return 1;
+      });
     });
     const out = await run(
       function* () {
@@ -177,7 +179,10 @@ describe("W12: executions in a fleet", () => {
       {
         clock,
         onEvent: (ev) => {
-          if (ev.type === "workflow:store") events.push(`${ev.state} ${ev.at}${ev.state === "up" ? ` after ${ev.downForMs}` : ""}: ${ev.message}`);
+          if (ev.type === "workflow:store")
+            events.push(
+              `${ev.state} ${ev.at}${ev.state === "up" ? ` after ${ev.downForMs}` : ""}: ${ev.message}`,
+            );
         },
       },
     );

@@ -170,7 +170,10 @@ export type WaitDetail =
  * @example
  * ```ts
  * import { type TaskLike, run, useTask } from "@keel/core";
- * const me: TaskLike = await run(function* named() { return yield* useTask(); });
+ * const me = await run(function* named() {
+ *   const task: TaskLike = yield* useTask();
+ *   return { name: task.name, id: task.id };
+ * });
  * console.log(me.name, typeof me.id); // named number
  * ```
  */

@@ -253,6 +253,9 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
     const scope = yield* useScope();
     yield* until(store.init());
     const live = new Map<string, Incarnation>();
+    // What this engine claims: only executions of the definitions it has (a rolling deploy's old
+    // process leaves a new version's executions to the new ones, instead of failing them).
+    const runnable = [...definitions.keys()];
     const endWaiters = new Map<string, Set<() => void>>();
     let rung = false;
     let ring: (() => void) | null = null;
@@ -309,7 +312,7 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
             const free = config.concurrency - live.size;
             if (free > 0) {
               const claimed = yield* io("claim", () =>
-                store.claim(config.owner, clock.now(), config.leaseMs, free),
+                store.claim(config.owner, clock.now(), config.leaseMs, free, runnable),
               );
               if (downSince !== null) {
                 const downForMs = clock.now() - downSince;

@@ -195,3 +195,69 @@ export class ExecutionNotFoundError extends KeelError {
     this.name = "ExecutionNotFoundError";
   }
 }
+
+/**
+ * Guards for the workflow errors, by `code` (so they hold for the restored errors of a journal or
+ * a record, whose class is not kept, and across duplicate package copies).
+ *
+ * @example
+ * ```ts
+ * import { isNonDeterminismError, NonDeterminismError } from "@keel/workflow";
+ * console.log(isNonDeterminismError(new NonDeterminismError("o", "step:a#1", "step:b#1"))); // true
+ * ```
+ */
+export function isNonDeterminismError(e: unknown): e is NonDeterminismError {
+  return hasCode(e, "KEEL_WORKFLOW_NONDETERMINISM");
+}
+
+/**
+ * True for a {@link NonDurableWaitError} (by code).
+ *
+ * @example
+ * ```ts
+ * import { isNonDurableWaitError } from "@keel/workflow";
+ * console.log(isNonDurableWaitError(new Error("x"))); // false
+ * ```
+ */
+export function isNonDurableWaitError(e: unknown): e is NonDurableWaitError {
+  return hasCode(e, "KEEL_WORKFLOW_NON_DURABLE_WAIT");
+}
+
+/**
+ * True for a {@link NotJournalableError} (by code).
+ *
+ * @example
+ * ```ts
+ * import { isNotJournalableError } from "@keel/workflow";
+ * console.log(isNotJournalableError({ code: "KEEL_NOT_JOURNALABLE" })); // true
+ * ```
+ */
+export function isNotJournalableError(e: unknown): e is NotJournalableError {
+  return hasCode(e, "KEEL_NOT_JOURNALABLE");
+}
+
+/**
+ * True for a {@link WorkflowFailedError}, of a failed or of a cancelled execution (by code).
+ *
+ * @example
+ * ```ts
+ * import { isWorkflowFailedError, WorkflowFailedError } from "@keel/workflow";
+ * console.log(isWorkflowFailedError(new WorkflowFailedError("o", "cancelled", new Error("no")))); // true
+ * ```
+ */
+export function isWorkflowFailedError(e: unknown): e is WorkflowFailedError {
+  return hasCode(e, "KEEL_WORKFLOW_FAILED") || hasCode(e, "KEEL_WORKFLOW_CANCELLED");
+}
+
+/**
+ * True for an {@link ExecutionDeadlineError} (by code).
+ *
+ * @example
+ * ```ts
+ * import { isExecutionDeadlineError } from "@keel/workflow";
+ * console.log(isExecutionDeadlineError({ code: "KEEL_EXECUTION_DEADLINE" })); // true
+ * ```
+ */
+export function isExecutionDeadlineError(e: unknown): e is ExecutionDeadlineError {
+  return hasCode(e, "KEEL_EXECUTION_DEADLINE");
+}

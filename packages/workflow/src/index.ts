@@ -24,6 +24,11 @@ export {
 export {
   ExecutionDeadlineError,
   ExecutionNotFoundError,
+  isExecutionDeadlineError,
+  isNonDeterminismError,
+  isNonDurableWaitError,
+  isNotJournalableError,
+  isWorkflowFailedError,
   NonDeterminismError,
   NonDurableWaitError,
   NotInWorkflowError,

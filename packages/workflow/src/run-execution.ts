@@ -188,25 +188,36 @@ function outcomeOf(inc: Incarnation, outcome: Outcome, nowMs: number): Finish {
 }
 
 /**
- * Renews the claim every third of the lease; a renewal refused means another process took the
- * execution: this incarnation stops at once. Each renewal also reads the record, for a cancel
- * requested from another process, and the signals, for the events the body waits on.
+ * Renews the claim every third of the lease. A renewal refused means another process took the
+ * execution: this incarnation stops at once. A renewal that fails (the store does not answer) is
+ * tried again at the next tick while the lease still holds; the incarnation stops only when the
+ * next try would come after the lease has ended (so a blip costs nothing, and a process cut off
+ * from its store stops its steps before another can claim the execution). Each renewal also
+ * reads the record, for a cancel requested from another process, and the signals, for the events
+ * the body waits on.
  */
 function keepLease(ctx: RunContext, inc: Incarnation): () => Operation<void> {
   return function* lease() {
     const everyMs = Math.max(1, Math.floor(ctx.leaseMs / 3));
+    let leaseUntil = ctx.clock.now() + ctx.leaseMs;
     for (;;) {
       yield* sleep(everyMs);
       if (inc.state !== "running") return;
+      const next = ctx.clock.now() + ctx.leaseMs;
       const kept = yield* until(
         inc
-          .io("renew", () => ctx.store.renew(inc.id, inc.lease, ctx.clock.now() + ctx.leaseMs))
-          .catch(() => false),
+          .io("renew", () => ctx.store.renew(inc.id, inc.lease, next))
+          .then(
+            (ok) => (ok ? "kept" : "lost"),
+            () => "failed" as const,
+          ),
       );
-      if (!kept) {
+      if (kept === "kept") leaseUntil = next;
+      if (kept === "lost" || (kept === "failed" && ctx.clock.now() + everyMs >= leaseUntil)) {
         inc.lose(new LeaseLostError(inc.id, inc.lease.owner, inc.lease.generation));
         return;
       }
+      if (kept === "failed") continue;
       const record = yield* until(inc.io("read", () => ctx.store.get(inc.id)).catch(() => null));
       if (record?.cancelRequested != null) inc.requestStop("cancel", record.cancelRequested);
       if (inc.waits.events.length > 0) {

@@ -57,7 +57,7 @@ describe("W12: executions in a fleet", () => {
     expect(byOwner.get("completed")).toBe(40);
   });
 
-  it("a process cut off from the store stops its steps before its lease ends; another resumes after it", async () => {
+  it("a process cut off from the store retries its renewal, then stops its steps before its lease ends; another resumes after it", async () => {
     const clock = createVirtualClock();
     const store = createMemoryStore();
     let cutOff = false;
@@ -105,11 +105,12 @@ describe("W12: executions in a fleet", () => {
       { clock },
     );
     expect(result).toBe("second");
-    // The first run was cut at its first failed renewal (a third of the lease: 300), before the
-    // lease ended (900); the second started only after that.
+    // Renewals every third of the lease (900): the one at 300 fails and is tried again at 600,
+    // which fails too, with the next try (900) past the lease's end: the first run is cut at 600,
+    // before the lease ends; the second starts only once it has.
     expect(log).toEqual([
       "first start 0",
-      "first end 300",
+      "first end 600",
       expect.stringMatching(/^second start (9\d\d|1\d\d\d)$/),
       expect.stringMatching(/^second end/),
     ]);
@@ -191,5 +192,38 @@ describe("W12: executions in a fleet", () => {
       "down 0: workflow store memory failed (Error: connection refused): claiming again every 1000 ms",
       "up 11000 after 11000: workflow store memory answers again",
     ]);
+  });
+
+  it("a rolling deploy: an engine without an execution's version leaves it pending for one that has it", async () => {
+    const store = createMemoryStore();
+    const v1 = workflow("greet", function* () {
+      return yield* step("hi", function* () {
+        return "v1";
+      });
+    });
+    const v2 = workflow(
+      "greet",
+      function* () {
+        return yield* step("hello", function* () {
+          return "v2";
+        });
+      },
+      { version: 2 },
+    );
+    const out = await run(
+      function* () {
+        const old = yield* startWorkflowEngine({ store, workflows: [v1], owner: "old", pollMs: 100 });
+        const fresh = yield* scoped(function* () {
+          const starter = yield* startWorkflowEngine({ store, workflows: [v2], run: false });
+          return (yield* starter.start(v2, null, { id: "new-one" })).id;
+        });
+        yield* sleep(5_000);
+        const untouched = (yield* old.get(fresh))?.status;
+        const next = yield* startWorkflowEngine({ store, workflows: [v1, v2], owner: "new", pollMs: 100 });
+        return { untouched, result: yield* next.result(fresh) };
+      },
+      { clock: createVirtualClock() },
+    );
+    expect(out).toEqual({ untouched: "pending", result: "v2" });
   });
 });

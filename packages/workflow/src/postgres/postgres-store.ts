@@ -116,9 +116,15 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
     async signals(id) {
       return (await q<SignalRow>(sql.signals, [[id]])).rows.map(toSignal);
     },
-    async claim(owner, nowMs, leaseMs, limit) {
+    async claim(owner, nowMs, leaseMs, limit, only) {
       type Row = ExecutionRow & { signal_seq: string; was_due: string };
-      const claimed = await q<Row>(sql.claim, [owner, nowMs, leaseMs, limit]);
+      const claimed = await q<Row>(sql.claim, [
+        owner,
+        nowMs,
+        leaseMs,
+        limit,
+        only === undefined ? null : [...only],
+      ]);
       if (claimed.rows.length === 0) return [];
       // Read after the claim committed: every append of an earlier claim either committed before
       // it (it held the row's lock) or failed, so the journal read here is complete. An execution

@@ -61,7 +61,7 @@ export function statements(s: string) {
       `SELECT ${SIGNAL_COLUMNS} FROM ${s}.signals WHERE execution_id = ANY($1::text[]) ORDER BY execution_id, seq`,
     ),
     /**
-     * $1 owner, $2 now, $3 leaseMs, $4 limit. Rows another claimer holds are skipped, not waited
+     * $1 owner, $2 now, $3 leaseMs, $4 limit, $5 the `workflow@version`s to take (null: any). Rows another claimer holds are skipped, not waited
      * for; one that changed since the scan began is re-checked on its new version. The claimed ids
      * are handed to the UPDATE as an array (`= ANY (ARRAY(...))`), so it finds them by primary key
      * whatever the plan's guess of their number: joined to the CTE, the generic plan (it cannot know
@@ -70,6 +70,7 @@ export function statements(s: string) {
     claim: named(
       `WITH due AS (
          SELECT id, due_at FROM ${s}.executions WHERE due_at <= $2::bigint
+           AND ($5::text[] IS NULL OR workflow || '@' || version = ANY ($5::text[]))
          ORDER BY due_at LIMIT $4 FOR UPDATE SKIP LOCKED
        )
        UPDATE ${s}.executions e

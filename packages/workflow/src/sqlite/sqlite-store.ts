@@ -97,19 +97,21 @@ export function createSqliteStore(options: SqliteStoreOptions): WorkflowStore {
       signals: kept.get(r.id) ?? [],
     }));
   };
-  const claimTx = db.transaction((owner: string, now: number, leaseMs: number, limit: number) => {
-    const s = ready();
-    const due = s.due.all({ now, limit }) as { id: string }[];
-    const rows = due.map(
-      ({ id }) => s.claim.get({ id, owner, now, leaseUntil: now + leaseMs }) as ExecutionRow,
-    );
-    return rows.length === 0
-      ? []
-      : claimOn(
-          due.map((d) => d.id),
-          rows,
-        );
-  });
+  const claimTx = db.transaction(
+    (owner: string, now: number, leaseMs: number, limit: number, only: string | null) => {
+      const s = ready();
+      const due = s.due.all({ now, limit, only }) as { id: string }[];
+      const rows = due.map(
+        ({ id }) => s.claim.get({ id, owner, now, leaseUntil: now + leaseMs }) as ExecutionRow,
+      );
+      return rows.length === 0
+        ? []
+        : claimOn(
+            due.map((d) => d.id),
+            rows,
+          );
+    },
+  );
   const appendTx = db.transaction(
     (id: string, owner: string, generation: number, entries: readonly Entry[]) => {
       const s = ready();
@@ -189,8 +191,14 @@ export function createSqliteStore(options: SqliteStoreOptions): WorkflowStore {
     async signals(id) {
       return (ready().signals.all({ ids: JSON.stringify([id]) }) as SignalRow[]).map(toSignal);
     },
-    async claim(owner, nowMs, leaseMs, limit) {
-      return claimTx.immediate(owner, nowMs, leaseMs, limit);
+    async claim(owner, nowMs, leaseMs, limit, only) {
+      return claimTx.immediate(
+        owner,
+        nowMs,
+        leaseMs,
+        limit,
+        only === undefined ? null : JSON.stringify(only),
+      );
     },
     async renew(id, lease, leaseUntil) {
       return (

@@ -41,7 +41,10 @@ export function prepare(db: Database.Database): Statements {
       `SELECT ${SIGNAL_COLUMNS} FROM signals
        WHERE execution_id IN (SELECT value FROM json_each(@ids)) ORDER BY execution_id, seq`,
     ),
-    due: s("SELECT id FROM executions WHERE due_at <= @now ORDER BY due_at LIMIT @limit"),
+    due: s(
+      "SELECT id FROM executions WHERE due_at <= @now AND (@only IS NULL OR workflow || '@' || version IN " +
+        "(SELECT value FROM json_each(@only))) ORDER BY due_at LIMIT @limit",
+    ),
     claim: s(
       `UPDATE executions
        SET status = 'running', owner = @owner, lease_until = @leaseUntil, due_at = @leaseUntil,

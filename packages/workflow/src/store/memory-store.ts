@@ -126,9 +126,10 @@ export function createMemoryStore(): WorkflowStore {
     async signals(id) {
       return copy(rows.get(id)?.signals ?? []);
     },
-    async claim(owner, nowMs, leaseMs, limit) {
+    async claim(owner, nowMs, leaseMs, limit, only) {
       const due = [...rows.values()]
         .filter((r) => runnable(r.record, nowMs))
+        .filter((r) => only === undefined || only.includes(`${r.record.workflow}@${r.record.version}`))
         .sort((a, b) => (dueAt(a.record) ?? 0) - (dueAt(b.record) ?? 0))
         .slice(0, limit);
       const out: Claimed[] = [];

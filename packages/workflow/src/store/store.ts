@@ -406,9 +406,17 @@ export interface WorkflowStore {
    * Claims up to `limit` runnable executions for `owner` until `nowMs + leaseMs`, oldest due first.
    * Runnable: not ended, not leased (owner null or `leaseUntil <= nowMs`), and either `pending` or
    * `running` (a dead owner's), or parked with `wakeAt <= nowMs`, or with `cancelRequested`.
-   * Sets `status: "running"`, the owner, the lease's end and `generation + 1`.
+   * Sets `status: "running"`, the owner, the lease's end and `generation + 1`. With `only`, claims
+   * only executions whose `workflow@version` is in it (an engine claims what it can run: during a
+   * rolling deploy an old process leaves a new version's executions to the new processes).
    */
-  claim(owner: string, nowMs: number, leaseMs: number, limit: number): Promise<Claimed[]>;
+  claim(
+    owner: string,
+    nowMs: number,
+    leaseMs: number,
+    limit: number,
+    only?: readonly string[],
+  ): Promise<Claimed[]>;
   /** Extends the lease to `leaseUntil`; false if the claim is no longer current. */
   renew(id: string, lease: Lease, leaseUntil: number): Promise<boolean>;
   /** Appends entries atomically (all or none); `LeaseLostError` if the claim is not current. */

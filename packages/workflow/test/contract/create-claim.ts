@@ -56,6 +56,16 @@ export function describeCreateAndClaim(makeStore: MakeStore): void {
   describe("claim", () => {
     const store = useStore(makeStore);
 
+    it("with `only`, takes only executions whose workflow@version it names, and leaves the rest due", async () => {
+      await store().create(exec("v1", 1));
+      await store().create(exec("v2", 2, { version: 2 }));
+      await store().create(exec("other", 3, { workflow: "refunds" }));
+      const first = await store().claim("old-process", 20, 1_000, 10, ["orders@1", "refunds@3"]);
+      expect(first.map((c) => c.record.id)).toEqual(["v1"]);
+      const rest = await store().claim("new-process", 20, 1_000, 10, ["orders@2", "refunds@1"]);
+      expect(rest.map((c) => c.record.id).sort()).toEqual(["other", "v2"]);
+    });
+
     it("takes a pending execution: running, owned, leased until nowMs + leaseMs, generation + 1", async () => {
       await store().create(exec("a", 10));
       const claimed = await store().claim("worker-a", 20, 1_000, 10);

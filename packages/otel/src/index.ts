@@ -5,3 +5,4 @@
  * @module @keel/otel
  */
 export { type InstrumentOptions, instrument } from "./instrument.js";
+export { workflowTraceId } from "./workflow-spans.js";

@@ -9,6 +9,9 @@ import { httpAttributes } from "./http-attributes.js";
 
 const BREAKER_STATE: Record<string, number> = { closed: 0, "half-open": 1, open: 2 };
 
+/** A workflow run's last transition, for the ones that end the execution: the status it ends in. */
+const ENDED: Record<string, string> = { complete: "completed", fail: "failed", cancel: "cancelled" };
+
 /** The instruments, and how each event moves them. */
 export class KeelMetrics {
   private readonly liveTasks;
@@ -26,6 +29,9 @@ export class KeelMetrics {
   private readonly httpDuration;
   private readonly jobs;
   private readonly jobDuration;
+  private readonly workflowSteps;
+  private readonly workflowStepDuration;
+  private readonly workflowExecutions;
   /** When each job attempt in flight started (by root, queue, id and attempt), on its run's clock. */
   private readonly jobStarts = new Map<string, number>();
 
@@ -74,6 +80,16 @@ export class KeelMetrics {
     this.jobDuration = meter.createHistogram("keel.job.duration", {
       description: "How long a job attempt ran, from its start to its outcome.",
       unit: "ms",
+    });
+    this.workflowSteps = meter.createCounter("keel.workflow.steps", {
+      description: "Workflow steps that ended (ok, error) or were taken from the journal (replayed).",
+    });
+    this.workflowStepDuration = meter.createHistogram("keel.workflow.step.duration", {
+      description: "How long a workflow step ran, its retries included, until its outcome was journaled.",
+      unit: "ms",
+    });
+    this.workflowExecutions = meter.createCounter("keel.workflow.executions", {
+      description: "Workflow executions that ended, by status.",
     });
   }
 
@@ -133,6 +149,24 @@ export class KeelMetrics {
         this.jobStarts.delete(key);
         const durationMs = e.durationMs ?? (startedAt === undefined ? undefined : e.at - startedAt);
         if (durationMs !== undefined) this.jobDuration.record(durationMs, attributes);
+        return;
+      }
+      case "workflow:step": {
+        if (e.transition === "start") return;
+        const outcome = e.transition === "replay" ? "replayed" : e.ok ? "ok" : "error";
+        const attributes = { "keel.workflow.name": e.workflow, "keel.workflow.step.outcome": outcome };
+        this.workflowSteps.add(1, attributes);
+        if (e.transition === "end" && e.durationMs !== undefined)
+          this.workflowStepDuration.record(e.durationMs, attributes);
+        return;
+      }
+      case "workflow:execution": {
+        const status = ENDED[e.transition];
+        if (status !== undefined)
+          this.workflowExecutions.add(1, {
+            "keel.workflow.name": e.workflow,
+            "keel.workflow.status": status,
+          });
         return;
       }
     }

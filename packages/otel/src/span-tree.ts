@@ -12,11 +12,17 @@
  * extender: they live as long as it). What those start is work, and begins a trace of its own: its
  * span is pending until something needs it, so that a job's delivery can take the job's context
  * instead (`adopt`).
+ *
+ * A task may also run one piece of work on a resource's behalf with a span opened for it in a
+ * trace of its own (a workflow execution's run): `host` makes its children machinery, and a
+ * stand-in names the one child that is the work (the body), which gets no span of its own and
+ * hangs from the scope instead. A step's task stands in for its step scope the same way.
  * @module
  */
 import {
   type Context,
   context,
+  type HrTime,
   type Link,
   ROOT_CONTEXT,
   type Span,
@@ -30,10 +36,13 @@ import { fail } from "./common.js";
 export type Attributes = Record<string, string | number | boolean>;
 
 export interface Scope {
-  readonly kind: "timeout" | "retry" | "attempt" | "job";
+  readonly kind: "timeout" | "retry" | "attempt" | "job" | "workflow" | "step";
   readonly span: Span;
   readonly ctx: Context;
-  /** Found again by: the label (retry, attempt), `queue/id` (job), the scope id (timeout). */
+  /**
+   * Found again by: the label (retry, attempt), `queue/id` (job), the scope id (timeout), the
+   * execution id (workflow), the step's key (step).
+   */
   readonly key: string;
   /** The span's name (an attempt's is also its own timeout's label). */
   readonly name: string;
@@ -52,15 +61,26 @@ interface TaskNode {
   /**
    * `process`: `main`'s root (no span; its children are work, as under any root); `resource`: a
    * resource's task (no span, its own tasks are machinery); `machinery`: a resource's own task (no
-   * span; what it starts is work, with a trace of its own).
+   * span; what it starts is work, with a trace of its own). A machinery task that `host`s work
+   * becomes a `resource`: its children are machinery too, but for its stand-ins.
    */
-  readonly role: "work" | "process" | "resource" | "machinery";
+  role: "work" | "process" | "resource" | "machinery";
+  /**
+   * Children to come, by task name, that get no span: the context given stands for them (a
+   * workflow run's scope for its body, a step's scope for the step's task). Each is taken once.
+   */
+  standIns: Map<string, Context> | null;
   /** A span not started yet (work under machinery), started with its start time when first needed. */
   pending: { name: string; attributes: Attributes; startTime: number } | null;
 }
 
 /** Now as epoch milliseconds, sub-millisecond (a pending span's start time). */
 const epochNow = () => performance.timeOrigin + performance.now();
+
+/** A task's node with no span (yet). */
+function spanless(ctx: Context, role: TaskNode["role"], pending: TaskNode["pending"] = null): TaskNode {
+  return { span: null, ctx, stack: [], role, pending, standIns: null };
+}
 
 export class SpanTree {
   private readonly tasks = new Map<number, TaskNode>();
@@ -79,36 +99,35 @@ export class SpanTree {
     longLived: boolean,
   ): void {
     const parent = parentId === null ? undefined : this.tasks.get(parentId);
+    const standIn = name === null ? undefined : parent?.standIns?.get(name);
+    if (standIn !== undefined) {
+      parent!.standIns!.delete(name!);
+      this.tasks.set(taskId, spanless(standIn, "work"));
+      return;
+    }
     // A root's start is published inside `run()`'s call: `context.active()` is the caller's. A
     // long-lived root (`main`'s) hands that on to its children; a resource hands on nothing.
     if (longLived) {
       const [ctx, role] =
         parentId === null ? [context.active(), "process" as const] : [ROOT_CONTEXT, "resource" as const];
-      this.tasks.set(taskId, { span: null, ctx, stack: [], role, pending: null });
+      this.tasks.set(taskId, spanless(ctx, role));
       return;
     }
     if (parent?.role === "resource") {
-      this.tasks.set(taskId, { span: null, ctx: ROOT_CONTEXT, stack: [], role: "machinery", pending: null });
+      this.tasks.set(taskId, spanless(ROOT_CONTEXT, "machinery"));
       return;
     }
     const parentCtx = parentId === null ? context.active() : this.contextFor(parentId);
     if (name === null) {
-      this.tasks.set(taskId, { span: null, ctx: parentCtx, stack: [], role: "work", pending: null });
+      this.tasks.set(taskId, spanless(parentCtx, "work"));
       return;
     }
     if (parent?.role === "machinery") {
-      const pending = { name, attributes, startTime: epochNow() };
-      this.tasks.set(taskId, { span: null, ctx: ROOT_CONTEXT, stack: [], role: "work", pending });
+      this.tasks.set(taskId, spanless(ROOT_CONTEXT, "work", { name, attributes, startTime: epochNow() }));
       return;
     }
     const span = this.tracer.startSpan(name, { attributes }, parentCtx);
-    this.tasks.set(taskId, {
-      span,
-      ctx: trace.setSpan(parentCtx, span),
-      stack: [],
-      role: "work",
-      pending: null,
-    });
+    this.tasks.set(taskId, { ...spanless(trace.setSpan(parentCtx, span), "work"), span });
   }
 
   /**
@@ -118,6 +137,46 @@ export class SpanTree {
   adopt(taskId: number): void {
     const node = this.tasks.get(taskId);
     if (node) node.pending = null;
+  }
+
+  /**
+   * The task is machinery that runs a piece of work (see the module's comment): its children get
+   * no span, but for its stand-ins; a span it would have had pending is dropped.
+   */
+  host(taskId: number): void {
+    const node = this.tasks.get(taskId);
+    if (node?.role !== "machinery") return;
+    node.pending = null;
+    node.role = "resource";
+  }
+
+  /** The next child of `parentId` named `childName` gets no span: it hangs from `ctx`. */
+  standIn(parentId: number, childName: string, ctx: Context): void {
+    const node = this.tasks.get(parentId);
+    if (!node) return;
+    node.standIns ??= new Map();
+    node.standIns.set(childName, ctx);
+  }
+
+  /** Forgets a stand-in not taken (the child never started). */
+  dropStandIn(parentId: number, childName: string): void {
+    this.tasks.get(parentId)?.standIns?.delete(childName);
+  }
+
+  /** The task's open scopes, innermost last (read only: to mark them before its settle ends them). */
+  scopes(taskId: number): readonly Scope[] {
+    return this.tasks.get(taskId)?.stack ?? [];
+  }
+
+  /**
+   * A span of no duration now, under what the task's next child would be parented by: a fact
+   * with a place in the trace, such as a step taken from the journal.
+   */
+  instant(taskId: number, name: string, attributes: Attributes): void {
+    const span = this.tracer.startSpan(name, { attributes }, this.contextFor(taskId));
+    // Ended at its own start (the SDK's span has `startTime`), read on the clock the SDK gives
+    // its other spans, so it sits in order among them.
+    span.end((span as { startTime?: HrTime }).startTime);
   }
 
   /** Starts the pending span of `node`, if it has one. */
@@ -186,14 +245,14 @@ export class SpanTree {
     key: string,
     attributes: Attributes,
     options?: { spanKind?: SpanKind; budgetLabel?: string; parent?: Context; links?: Link[] | undefined },
-  ): void {
+  ): Scope | undefined {
     const node = this.tasks.get(taskId);
-    if (!node) return;
+    if (!node) return undefined;
     const parent = options?.parent ?? this.contextFor(taskId);
     const spanOptions: SpanOptions = { kind: options?.spanKind ?? SpanKind.INTERNAL, attributes };
     if (options?.links) spanOptions.links = options.links;
     const span = this.tracer.startSpan(name, spanOptions, parent);
-    node.stack.push({
+    const scope: Scope = {
       kind,
       span,
       ctx: trace.setSpan(parent, span),
@@ -201,7 +260,9 @@ export class SpanTree {
       name,
       budgetLabel: options?.budgetLabel ?? null,
       timeoutId: null,
-    });
+    };
+    node.stack.push(scope);
+    return scope;
   }
 
   /** The innermost open scope of `kind` (with `key`, unless null). */

@@ -1,6 +1,7 @@
 /**
  * Spans from Keel's events: one per task that matters, timeout scope, retry and attempt, HTTP
- * request (with its phases, in `http-spans.ts`) and job, parented by the task tree (`span-tree.ts`).
+ * request (with its phases, in `http-spans.ts`), job, and workflow run and step (`workflow-spans.ts`),
+ * parented by the task tree (`span-tree.ts`).
  *
  * A retry's budget timeout, an attempt's own timeout and a delivery's deadline scope do not get a
  * span of their own: their span is the retry's, the attempt's or the job's, which carries
@@ -15,6 +16,7 @@ import { HttpSpans, type HttpSpansMode } from "./http-spans.js";
 import type { KeelMetrics } from "./metrics.js";
 import { extractContext, injectContext } from "./propagation.js";
 import { type Attributes, type Scope, SpanTree } from "./span-tree.js";
+import { WorkflowSpans } from "./workflow-spans.js";
 
 /** Names Keel gives a task whose function has none: such tasks get no span of their own. */
 const ANONYMOUS = new Set(["task", "op", "shielded", "keel"]);
@@ -27,6 +29,7 @@ const NO_ATTRIBUTES: Attributes = Object.freeze({}) as Attributes;
 export class SpanTracker {
   private readonly tree: SpanTree;
   private readonly http: HttpSpans;
+  private readonly workflows: WorkflowSpans;
   /** Job spans of cut deliveries whose task has ended, by `queue/id`, until their outcome comes. */
   private readonly endedJobs = new Map<string, Scope>();
 
@@ -38,6 +41,7 @@ export class SpanTracker {
   ) {
     this.tree = new SpanTree(tracer);
     this.http = new HttpSpans(tracer, metrics, propagator, httpSpans);
+    this.workflows = new WorkflowSpans(this.tree);
   }
 
   handle(e: KeelEvent): void {
@@ -140,6 +144,12 @@ export class SpanTracker {
       case "worker:job":
         this.job(e);
         return;
+      case "workflow:execution":
+        this.workflows.execution(e);
+        return;
+      case "workflow:step":
+        this.workflows.step(e);
+        return;
     }
   }
 
@@ -160,6 +170,7 @@ export class SpanTracker {
     // that outcome (from the slot's task) ends the span.
     const job = this.tree.detach(e.taskId, "job");
     if (job) this.endedJobs.set(job.key, job);
+    this.workflows.settling(e.taskId, e.reason?.message ?? e.reason?.kind);
     const span = this.tree.settle(e.taskId);
     this.http.settled(e.taskId);
     if (!span) return;

@@ -21,7 +21,7 @@ function* incarnation(api: string): Generator<unknown, [Incarnation, Task<unknow
 
 /** Writes entries from the body: a wait until they are journaled (forever, if the claim is lost). */
 function journal(inc: Incarnation, entries: JournalEntry[]): DurableWait<void> {
-  return new DurableWait<void>(`journal ${entries[0]!.key}`, (resolve) => {
+  return new DurableWait<void>(`writing ${entries[0]!.key} to the journal`, (resolve) => {
     inc.write(entries).then(
       () => resolve({ ok: true, value: undefined }),
       () => {},
@@ -154,7 +154,9 @@ export function waitForEvent<T = unknown>(name: string, options: { timeoutMs?: n
         timeoutAt = now + timeoutMs;
         yield* journal(inc, [entry(`${key}:timeout`, "event", { timeoutAt }, now)]);
       }
-      const description = `event "${name}"${timeoutAt === undefined ? "" : ` until ${new Date(timeoutAt).toISOString()}`}`;
+      // Read in the task tree and kept as a parked execution's `waitingOn`: `event "approved"
+      // (timeout at 2026-12-07T09:00:00.000Z)`; "until" would read as how long the wait has lasted.
+      const description = `event "${name}"${timeoutAt === undefined ? "" : ` (timeout at ${new Date(timeoutAt).toISOString()})`}`;
       const startedAt = inc.clock.now();
       return (yield* new DurableWait<T>(description, (resolve) => {
         let done = false;

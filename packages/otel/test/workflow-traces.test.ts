@@ -5,10 +5,19 @@
  * process) lands in one trace. On the virtual clock, through `@keel/testing/workflow`.
  */
 import { createHash } from "node:crypto";
-import { constant, sleep } from "@keel/core";
+import { constant, run, sleep } from "@keel/core";
 import { workflowTraceId } from "@keel/otel";
+import { createVirtualClock } from "@keel/testing";
 import { testWorkflow } from "@keel/testing/workflow";
-import { sleepFor, step, workflow } from "@keel/workflow";
+import {
+  createMemoryStore,
+  LeaseLostError,
+  sleepFor,
+  startWorkflowEngine,
+  step,
+  type WorkflowStore,
+  workflow,
+} from "@keel/workflow";
 import { SpanStatusCode } from "@opentelemetry/api";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { describe, expect, it } from "vitest";
@@ -209,6 +218,51 @@ describe("@keel/otel: one trace per workflow execution", () => {
       ["step note#1", "step remind#1"],
     ]);
     expect(runs[1]!.run.attributes["keel.workflow.run.replayed"]).toBe(2);
+  });
+
+  it("a run whose claim is lost mid-body: the run's span ends lost, in error; the step in flight ends interrupted", async () => {
+    const memory = createMemoryStore();
+    // Another process took the execution over as step b's outcome was written.
+    const store: WorkflowStore = {
+      ...memory,
+      async append(id, lease, entries) {
+        if (entries.some((e) => e.key === "step:b#1"))
+          throw new LeaseLostError(id, lease.owner, lease.generation);
+        return memory.append(id, lease, entries);
+      },
+    };
+    const two = workflow("two", function* () {
+      yield* step("a", function* () {
+        return 1;
+      });
+      return yield* step("b", function* () {
+        return 2;
+      });
+    });
+    await run(
+      function* takenOver() {
+        const engine = yield* startWorkflowEngine({ store, workflows: [two], leaseMs: 3_600_000 });
+        yield* engine.start(two, null, { id: "two-1" });
+        yield* sleep(1000);
+      },
+      { clock: createVirtualClock() },
+    );
+    const [only, ...others] = runsOf(otel.spans(), "two");
+    expect(others).toEqual([]);
+    const { run: lost, steps } = only!;
+    expect(lost.attributes["keel.workflow.run.outcome"]).toBe("lost");
+    expect(lost.status.code).toBe(SpanStatusCode.ERROR);
+    expect(lost.status.message).toMatch(/the claim of .* is no longer current/);
+    expect(
+      steps.map((s) => [
+        s.name,
+        s.attributes["keel.workflow.step.ok"],
+        s.attributes["keel.workflow.step.interrupted"],
+      ]),
+    ).toEqual([
+      ["step a#1", true, undefined],
+      ["step b#1", undefined, true],
+    ]);
   });
 });
 

@@ -205,7 +205,7 @@ describe("useBullQueue refuses a bad maxStalls at the call, naming it (no Redis 
 describe("emitEvent (core) takes only package event families", () => {
   it("refuses a kernel event type", async () => {
     expect(() => emitEvent({ type: "task:start" } as unknown as PackageEventInput)).toThrow(
-      /emitEvent\(event\): expected an event of a package family \(worker:\), got "task:start"/,
+      /emitEvent\(event\): expected an event of a package family \(worker:, workflow:\), got "task:start"/,
     );
     await run(function* () {
       yield* emitEvent({ type: "worker:job", queue: "q", jobId: "1", attempt: 1, transition: "start" });

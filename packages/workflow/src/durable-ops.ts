@@ -310,7 +310,16 @@ export function patched(id: string): Operation<boolean> {
   };
 }
 
-/** What {@link executionInfo} gives: the running execution's identity. */
+/**
+ * What {@link executionInfo} gives: the running execution's identity.
+ *
+ * @example
+ * ```ts
+ * import type { ExecutionInfo } from "@keel/workflow";
+ * const info: ExecutionInfo = { id: "order-7", workflow: "checkout", version: 1, deadlineAt: null };
+ * console.log(`${info.workflow}@${info.version} ${info.id}`); // checkout@1 order-7
+ * ```
+ */
 export interface ExecutionInfo {
   readonly id: string;
   readonly workflow: string;

@@ -65,6 +65,8 @@ export class Incarnation {
   readonly steps = new Set<Task<unknown>>();
   /** Resolved with the park's write (or its failure), for the runner to wait on. */
   parked: Promise<void> | null = null;
+  /** What the parked body waits on (read before its eviction, which ends its waits). */
+  parkedOn: string | null = null;
 
   private readonly journal = new Map<string, JournalEntry>();
   private readonly unconsumed = new Set<string>();
@@ -209,6 +211,7 @@ export class Incarnation {
       signalsSeen: this.waits.signalsSeen,
       nowMs: this.clock.now(),
     };
+    this.parkedOn = park.waitingOn;
     evict(this.body!, `parked: ${park.waitingOn}`);
     this.parked = this.io("park", () => this.store.park(this.id, this.lease, park)).then(
       () => {

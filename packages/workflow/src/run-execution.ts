@@ -107,8 +107,8 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
         outcome = { ok: false, error };
       }
       if (inc.state === "parking") {
-        const waitingOn = inc.waits.describe();
         yield* until(inc.parked!);
+        const waitingOn = inc.parkedOn ?? "";
         if (wanted && (inc.state as string) === "parked")
           yield* emitEvent({ ...event, transition: "park", waitingOn });
       }

@@ -7,6 +7,7 @@ import {
   emitEvent,
   eventsWanted,
   guardWaits,
+  isCancelled,
   type Op,
   type Operation,
   type RetryPolicy,
@@ -128,7 +129,14 @@ export function step<T>(name: string, op: Op<T>, options: StepOptions = {}): Ope
         key: key.slice(5),
       } as const;
       if (found) {
-        if (wanted) yield* emitEvent({ ...event, transition: "replay", ok: found.ok });
+        if (wanted)
+          yield* emitEvent({
+            ...event,
+            transition: "replay",
+            ok: found.ok,
+            attempts: found.attempts,
+            durationMs: found.endedAt - found.startedAt,
+          });
         return replayed<T>(found);
       }
       yield* beginNew(inc, key);
@@ -203,6 +211,9 @@ function* runStep(
         try {
           return { ok: true, value: yield* STEP_CONTEXT.with(info, bounded) };
         } catch (error) {
+          // A step cancelled (its body stopped, a shutdown) has no outcome to journal: it ends
+          // cancelled, and runs again on the next replay.
+          if (isCancelled(error)) throw error;
           return { ok: false, error };
         }
       }),

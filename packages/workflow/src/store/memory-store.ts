@@ -157,7 +157,12 @@ export function createMemoryStore(): WorkflowStore {
     },
     async append(id, lease, entries) {
       const row = current(id, lease);
-      for (const e of entries) if (row.keys.has(e.key)) throw new DuplicateEntryError(id, e.key);
+      // All or none: every key is checked, against the journal and the batch, before any is written.
+      const batch = new Set<string>();
+      for (const e of entries) {
+        if (row.keys.has(e.key) || batch.has(e.key)) throw new DuplicateEntryError(id, e.key);
+        batch.add(e.key);
+      }
       for (const e of entries) {
         row.keys.add(e.key);
         row.journal.push(copy(e));

@@ -1,0 +1,240 @@
+/**
+ * The PostgreSQL store: executions shared by a fleet of processes through one database. What each
+ * operation costs, in round trips to the server: `append` one (one INSERT, whatever the number of
+ * entries), `renew`/`park`/`release`/`finish`/`signal` one, `create` one (two when the id exists
+ * and was created at the same moment elsewhere), `claim` one when nothing is due, else one UPDATE
+ * and then the claimed executions' journals and signals (one query each, sent at once).
+ * @module
+ */
+import type { Pool, QueryResultRow } from "pg";
+import { loadPeer } from "../store/missing-package.js";
+import {
+  byExecution,
+  type EntryRow,
+  type ExecutionRow,
+  type SignalRow,
+  toEntry,
+  toRecord,
+  toSignal,
+} from "../store/sql-rows.js";
+import type { Claimed, ExecutionRecord, ListFilter, WorkflowStore } from "../store/store.js";
+import { DuplicateEntryError, LeaseLostError } from "../store/store-errors.js";
+import { migrate, quoteSchema } from "./schema.js";
+import { type Statement, statements } from "./statements.js";
+
+export interface PostgresStoreOptions {
+  /** A pool of your own: the store uses it and leaves it open at `close()`. */
+  readonly pool?: Pool;
+  /** Where to connect when no `pool` is given (else `pg`'s defaults: the `PG*` environment variables). */
+  readonly connectionString?: string;
+  /** The schema that holds the store's tables (default `keel`); created by `init()` if missing. */
+  readonly schema?: string;
+}
+
+const UNIQUE_VIOLATION = "23505";
+
+/**
+ * A {@link WorkflowStore} in PostgreSQL, through `pg` (an optional peer: `npm install pg`). Call
+ * `init()` once per process before using it: it creates the schema and tables, or brings them up to
+ * date, safely when several processes start at once.
+ *
+ * Several processes (on several machines) can share one database: a claim is a row lock taken with
+ * `SKIP LOCKED`, so claimers never wait for each other nor take one execution twice, and every write
+ * of a claim is fenced by its generation.
+ *
+ * **Time.** Instants are the caller's (`nowMs`); the server's clock is never read.
+ *
+ * @throws {MissingPackageError} when no `pool` is given and `pg` is not installed.
+ * @example
+ * ```ts
+ * import { createPostgresStore } from "@keel/workflow/postgres";
+ * const store = createPostgresStore({ connectionString: "postgres://postgres@127.0.0.1:5432/test", schema: "keel_example" });
+ * await store.init();
+ * await store.create({ id: "order-7", workflow: "checkout", version: 1, input: { cart: 7 }, deadlineAt: null, nowMs: Date.now() });
+ * console.log((await store.get("order-7"))?.status); // pending
+ * await store.close();
+ * ```
+ */
+export function createPostgresStore(options: PostgresStoreOptions = {}): WorkflowStore {
+  const schema = options.schema ?? "keel";
+  const sql = statements(quoteSchema(schema));
+  const own = options.pool === undefined;
+  const pool = options.pool ?? openPool(options.connectionString);
+  const q = async <R extends QueryResultRow>(statement: Statement, values: unknown[]) =>
+    pool.query<R>({ name: statement.name, text: statement.text, values });
+  const json = (value: unknown) => (value === null || value === undefined ? null : JSON.stringify(value));
+  const lost = (id: string, owner: string, generation: number) => new LeaseLostError(id, owner, generation);
+
+  return {
+    description: `postgres ${where(pool)} (schema ${schema})`,
+    init: () => migrate(pool, schema),
+    async close() {
+      if (own) await pool.end();
+    },
+    async create(e) {
+      const made = await q<ExecutionRow>(sql.create, [
+        e.id,
+        e.workflow,
+        e.version,
+        JSON.stringify(e.input),
+        e.nowMs,
+        e.deadlineAt,
+      ]);
+      if (made.rows[0]) return { created: true, record: toRecord(made.rows[0]) };
+      const existing = await this.get(e.id);
+      if (existing === null) throw new Error(`create(${e.id}): the execution exists and cannot be read`);
+      return { created: false, record: existing };
+    },
+    async get(id) {
+      const found = await q<ExecutionRow>(sql.get, [id]);
+      return found.rows[0] ? toRecord(found.rows[0]) : null;
+    },
+    async list(filter: ListFilter = {}) {
+      const statuses = filter.status === undefined ? null : ([] as string[]).concat(filter.status);
+      const found = await q<ExecutionRow>(sql.list, [statuses, filter.workflow ?? null, filter.limit ?? 100]);
+      return found.rows.map(toRecord);
+    },
+    async journal(id) {
+      return (await q<EntryRow>(sql.journal, [[id]])).rows.map(toEntry);
+    },
+    async signals(id) {
+      return (await q<SignalRow>(sql.signals, [[id]])).rows.map(toSignal);
+    },
+    async claim(owner, nowMs, leaseMs, limit) {
+      const claimed = await q<ExecutionRow & { was_due: string }>(sql.claim, [owner, nowMs, leaseMs, limit]);
+      if (claimed.rows.length === 0) return [];
+      // Read after the claim committed: every append of an earlier claim either committed before
+      // it (it held the row's lock) or failed, so the journal read here is complete.
+      const ids = claimed.rows.map((r) => r.id);
+      const [entries, signals] = await Promise.all([
+        q<EntryRow>(sql.journal, [ids]),
+        q<SignalRow>(sql.signals, [ids]),
+      ]);
+      const journals = byExecution(entries.rows, toEntry);
+      const kept = byExecution(signals.rows, toSignal);
+      return claimed.rows
+        .sort((a, b) => Number(a.was_due) - Number(b.was_due))
+        .map(
+          (r): Claimed => ({
+            record: toRecord(r),
+            journal: journals.get(r.id) ?? [],
+            signals: kept.get(r.id) ?? [],
+          }),
+        );
+    },
+    async renew(id, lease, leaseUntil) {
+      return (await q(sql.renew, [id, lease.owner, lease.generation, leaseUntil])).rowCount === 1;
+    },
+    async append(id, lease, entries) {
+      if (entries.length === 0) {
+        const found = await q(sql.current, [id, lease.owner, lease.generation]);
+        if (found.rowCount !== 1) throw lost(id, lease.owner, lease.generation);
+        return;
+      }
+      let written: number | null;
+      try {
+        written = (
+          await q(sql.append, [
+            id,
+            lease.owner,
+            lease.generation,
+            entries.map((e) => e.key),
+            entries.map((e) => e.kind),
+            entries.map((e) => e.ok),
+            entries.map((e) => JSON.stringify(e.value)),
+            entries.map((e) => json(e.error)),
+            entries.map((e) => e.attempts),
+            entries.map((e) => e.startedAt),
+            entries.map((e) => e.endedAt),
+          ])
+        ).rowCount;
+      } catch (e) {
+        if ((e as { code?: unknown }).code === UNIQUE_VIOLATION)
+          throw new DuplicateEntryError(id, duplicateKey(e, id, entries));
+        throw e;
+      }
+      // Nothing written: the claim's row did not match (rows are written all or none).
+      if (written === 0) throw lost(id, lease.owner, lease.generation);
+    },
+    async park(id, lease, park) {
+      const done = await q(sql.park, [
+        id,
+        lease.owner,
+        lease.generation,
+        park.status,
+        park.wakeAt,
+        park.waitingFor,
+        park.waitingOn,
+        park.signalsSeen,
+        park.nowMs,
+      ]);
+      if (done.rowCount !== 1) throw lost(id, lease.owner, lease.generation);
+    },
+    async release(id, lease, nowMs) {
+      const done = await q(sql.release, [id, lease.owner, lease.generation, nowMs]);
+      if (done.rowCount !== 1) throw lost(id, lease.owner, lease.generation);
+    },
+    async finish(id, lease, finish) {
+      const output = finish.status === "completed" ? JSON.stringify(finish.output) : null;
+      const error = finish.status === "completed" ? null : JSON.stringify(finish.error);
+      const done = await q(sql.finish, [
+        id,
+        lease.owner,
+        lease.generation,
+        finish.status,
+        output,
+        error,
+        finish.nowMs,
+      ]);
+      if (done.rowCount !== 1) throw lost(id, lease.owner, lease.generation);
+    },
+    async signal(id, name, payload, nowMs) {
+      const kept = await q<{ seq: string }>(sql.signal, [id, name, JSON.stringify(payload), nowMs]);
+      return kept.rows[0] ? Number(kept.rows[0].seq) : null;
+    },
+    async requestCancel(id, reason, nowMs): Promise<ExecutionRecord | null> {
+      const changed = await q<ExecutionRow>(sql.requestCancel, [id, reason, nowMs]);
+      return changed.rows[0] ? toRecord(changed.rows[0]) : this.get(id);
+    },
+    async nextDueAt() {
+      const found = await q<{ at: string | null }>(sql.nextDueAt, []);
+      const at = found.rows[0]?.at ?? null;
+      return at === null ? null : Number(at);
+    },
+  };
+}
+
+function openPool(connectionString: string | undefined): Pool {
+  const pg = loadPeer<typeof import("pg")>("pg", "createPostgresStore", "the PostgreSQL store needs it");
+  const pool = new pg.Pool(connectionString === undefined ? {} : { connectionString });
+  // An idle connection that breaks (a server restart) is dropped by the pool and the next query
+  // opens another; unheard, the pool's error event would end the process.
+  pool.on("error", () => undefined);
+  return pool;
+}
+
+/** `host:port/database`, for messages. */
+function where(pool: Pool): string {
+  const o = (
+    pool as { options?: { host?: string; port?: number; database?: string; connectionString?: string } }
+  ).options;
+  if (o?.connectionString) {
+    try {
+      const url = new URL(o.connectionString);
+      return `${url.hostname}:${url.port || 5432}${url.pathname}`;
+    } catch {
+      return "(connection string)";
+    }
+  }
+  return `${o?.host ?? process.env.PGHOST ?? "localhost"}:${o?.port ?? process.env.PGPORT ?? 5432}/${o?.database ?? process.env.PGDATABASE ?? ""}`;
+}
+
+/** The key PostgreSQL names in a unique violation (`Key (execution_id, key)=(id, k) already exists.`). */
+function duplicateKey(e: unknown, id: string, entries: readonly { key: string }[]): string {
+  const detail = (e as { detail?: unknown }).detail;
+  const prefix = `Key (execution_id, key)=(${id}, `;
+  const suffix = ") already exists.";
+  if (typeof detail === "string" && detail.startsWith(prefix) && detail.endsWith(suffix))
+    return detail.slice(prefix.length, -suffix.length);
+  return entries[0]!.key;
+}

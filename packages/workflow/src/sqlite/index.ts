@@ -1,0 +1,7 @@
+/**
+ * `@keel/workflow/sqlite`: the SQLite store, the embedded durable default, through
+ * `better-sqlite3` 12 (an optional peer).
+ * @module @keel/workflow/sqlite
+ */
+export { isMissingPackageError, MissingPackageError } from "../store/missing-package.js";
+export { createSqliteStore, type SqliteStoreOptions } from "./sqlite-store.js";

@@ -34,6 +34,14 @@ export interface PostgresStoreOptions {
 const UNIQUE_VIOLATION = "23505";
 
 /**
+ * An instant or a duration as the `bigint` columns take it: whole milliseconds. The runtime's real
+ * clock reads fractions (`performance.now()`), and PostgreSQL refuses `"1796536768907.741"` as a
+ * `bigint`; rounding moves an instant by at most half a millisecond.
+ */
+const whole = (ms: number): number => Math.round(ms);
+const wholeOrNull = (ms: number | null): number | null => (ms === null ? null : Math.round(ms));
+
+/**
  * A {@link WorkflowStore} in PostgreSQL, through `pg` (an optional peer: `npm install pg`). Call
  * `init()` once per process before using it: it creates the schema and tables, or brings them up to
  * date, safely when several processes start at once.
@@ -77,8 +85,8 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
         e.workflow,
         e.version,
         JSON.stringify(e.input),
-        e.nowMs,
-        e.deadlineAt,
+        whole(e.nowMs),
+        wholeOrNull(e.deadlineAt),
       ]);
       if (made.rows[0]) return { created: true, record: toRecord(made.rows[0]) };
       const existing = await this.get(e.id);
@@ -101,7 +109,7 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
       return (await q<SignalRow>(sql.signals, [[id]])).rows.map(toSignal);
     },
     async claim(owner, nowMs, leaseMs, limit) {
-      const claimed = await q<ExecutionRow & { was_due: string }>(sql.claim, [owner, nowMs, leaseMs, limit]);
+      const claimed = await q<ExecutionRow & { was_due: string }>(sql.claim, [owner, whole(nowMs), whole(leaseMs), limit]);
       if (claimed.rows.length === 0) return [];
       // Read after the claim committed: every append of an earlier claim either committed before
       // it (it held the row's lock) or failed, so the journal read here is complete.
@@ -123,7 +131,7 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
         );
     },
     async renew(id, lease, leaseUntil) {
-      return (await q(sql.renew, [id, lease.owner, lease.generation, leaseUntil])).rowCount === 1;
+      return (await q(sql.renew, [id, lease.owner, lease.generation, whole(leaseUntil)])).rowCount === 1;
     },
     async append(id, lease, entries) {
       if (entries.length === 0) {
@@ -144,8 +152,8 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
             entries.map((e) => JSON.stringify(e.value)),
             entries.map((e) => json(e.error)),
             entries.map((e) => e.attempts),
-            entries.map((e) => e.startedAt),
-            entries.map((e) => e.endedAt),
+            entries.map((e) => whole(e.startedAt)),
+            entries.map((e) => whole(e.endedAt)),
           ])
         ).rowCount;
       } catch (e) {
@@ -162,16 +170,16 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
         lease.owner,
         lease.generation,
         park.status,
-        park.wakeAt,
+        wholeOrNull(park.wakeAt),
         park.waitingFor,
         park.waitingOn,
         park.signalsSeen,
-        park.nowMs,
+        whole(park.nowMs),
       ]);
       if (done.rowCount !== 1) throw lost(id, lease.owner, lease.generation);
     },
     async release(id, lease, nowMs) {
-      const done = await q(sql.release, [id, lease.owner, lease.generation, nowMs]);
+      const done = await q(sql.release, [id, lease.owner, lease.generation, whole(nowMs)]);
       if (done.rowCount !== 1) throw lost(id, lease.owner, lease.generation);
     },
     async finish(id, lease, finish) {
@@ -184,16 +192,16 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
         finish.status,
         output,
         error,
-        finish.nowMs,
+        whole(finish.nowMs),
       ]);
       if (done.rowCount !== 1) throw lost(id, lease.owner, lease.generation);
     },
     async signal(id, name, payload, nowMs) {
-      const kept = await q<{ seq: string }>(sql.signal, [id, name, JSON.stringify(payload), nowMs]);
+      const kept = await q<{ seq: string }>(sql.signal, [id, name, JSON.stringify(payload), whole(nowMs)]);
       return kept.rows[0] ? Number(kept.rows[0].seq) : null;
     },
     async requestCancel(id, reason, nowMs): Promise<ExecutionRecord | null> {
-      const changed = await q<ExecutionRow>(sql.requestCancel, [id, reason, nowMs]);
+      const changed = await q<ExecutionRow>(sql.requestCancel, [id, reason, whole(nowMs)]);
       return changed.rows[0] ? toRecord(changed.rows[0]) : this.get(id);
     },
     async nextDueAt() {

@@ -49,6 +49,8 @@ export interface Sample {
   readonly runMs: number;
   /** This process's CPU time (user + system) over the timed part. */
   readonly cpuMs: number;
+  /** Of which in the kernel (system time): on loopback TCP, sending a query also delivers it. */
+  readonly sysMs: number;
   readonly workflows: number;
   readonly steps: number;
   /** The database's round trips over the timed part (PostgreSQL samples only). */
@@ -104,6 +106,7 @@ export async function measure(d: Driver): Promise<Sample> {
   return {
     runMs,
     cpuMs: (cpu.user + cpu.system) / 1000,
+    sysMs: cpu.system / 1000,
     workflows,
     steps: workflows * d.steps,
     pg: pg.queries > 0 ? pg : null,

@@ -74,7 +74,8 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
   const q = async <R extends QueryResultRow>(statement: Statement, values: unknown[]) =>
     pool.query<R>({ name: statement.name, text: statement.text, values: values.map(wholeMs) });
   // Instants are whole milliseconds in bigint columns; a real clock reads fractions (1796…637.359),
-  // rounded here (journaled values keep their exact instants inside their JSON).
+  // which PostgreSQL refuses as a bigint: rounded here, moving an instant by at most half a
+  // millisecond (journaled values keep their exact instants inside their JSON).
   const whole = (v: unknown) =>
     typeof v === "number" && !Number.isInteger(v) && Number.isFinite(v) ? Math.round(v) : v;
   const wholeMs = (v: unknown) => (Array.isArray(v) ? v.map(whole) : whole(v));

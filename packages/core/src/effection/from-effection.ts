@@ -2,10 +2,12 @@
  * `fromEffection`: an effection operation run from Keel code.
  * @module
  */
+
 import { createScope, type Future as EffectionFuture, type Operation as EffectionOperation } from "effection";
 import { invalidType } from "../errors.js";
 import { currentTask } from "../kernel/current.js";
 import { exitFrame } from "../kernel/frame-exit.js";
+import { notAPromise } from "../kernel/not-a-promise.js";
 import { claimRun, type Operation, type Outcome, type Suspension } from "../kernel/operation.js";
 import { spawnInto } from "../kernel/spawn.js";
 import { outsideTask } from "../kernel/task.js";
@@ -59,52 +61,55 @@ export function fromEffection<T>(
   const name = options.name ?? (typeof op === "function" && op.name ? op.name : "operation");
   if (typeof name !== "string") throw invalidType("fromEffection(op, { name })", "a string", name);
   const label = `effection:${name}`;
-  return {
-    *[Symbol.iterator]() {
-      const task = yield* currentTask(`fromEffection(${name})`);
-      task.checkpoint();
-      const operation = openEffection(op);
-      const frame = task.pushFrame("effection", label);
-      let wake: (() => void) | null = null;
-      // The child's outcome is this scope's outcome: its error is thrown unchanged at exit, never
-      // turned into a `child-failed` cancellation of the caller.
-      frame.policy = {
-        onChildSettled(child) {
-          const f = child.outcome;
-          if (f?.state === "failed") frame.recordError(f.error);
-          wake?.();
-        },
-      };
-      let outcome: Outcome<T>;
-      try {
-        const child = spawnInto(frame, () => driveEffection(operation, name), label);
-        yield {
-          kind: "suspend",
-          description: `join ${label}#${child.id}`,
-          interruptible: "normal",
-          enter(resolve: (o: Outcome<void>) => void) {
-            if (child.isSettled) {
-              resolve({ ok: true, value: undefined });
-              return undefined;
-            }
-            wake = () => resolve({ ok: true, value: undefined });
-            return () => {
-              wake = null;
-            };
+  return notAPromise(
+    {
+      *[Symbol.iterator]() {
+        const task = yield* currentTask(`fromEffection(${name})`);
+        task.checkpoint();
+        const operation = openEffection(op);
+        const frame = task.pushFrame("effection", label);
+        let wake: (() => void) | null = null;
+        // The child's outcome is this scope's outcome: its error is thrown unchanged at exit, never
+        // turned into a `child-failed` cancellation of the caller.
+        frame.policy = {
+          onChildSettled(child) {
+            const f = child.outcome;
+            if (f?.state === "failed") frame.recordError(f.error);
+            wake?.();
           },
-        } satisfies Suspension<void>;
-        const f = child.outcome!;
-        if (f.state === "completed") outcome = { ok: true, value: f.value as T };
-        // A failed child's error is already the frame's primary error, which exitFrame throws.
-        else if (f.state === "failed") outcome = { ok: true, value: undefined as T };
-        // Cancelled while this task was not (a request not delivered again during cleanup).
-        else outcome = child.joinOutcome() as Outcome<T>;
-      } catch (error) {
-        outcome = { ok: false, error };
-      }
-      return yield* exitFrame(task, frame, outcome);
+        };
+        let outcome: Outcome<T>;
+        try {
+          const child = spawnInto(frame, () => driveEffection(operation, name), label);
+          yield {
+            kind: "suspend",
+            description: `join ${label}#${child.id}`,
+            interruptible: "normal",
+            enter(resolve: (o: Outcome<void>) => void) {
+              if (child.isSettled) {
+                resolve({ ok: true, value: undefined });
+                return undefined;
+              }
+              wake = () => resolve({ ok: true, value: undefined });
+              return () => {
+                wake = null;
+              };
+            },
+          } satisfies Suspension<void>;
+          const f = child.outcome!;
+          if (f.state === "completed") outcome = { ok: true, value: f.value as T };
+          // A failed child's error is already the frame's primary error, which exitFrame throws.
+          else if (f.state === "failed") outcome = { ok: true, value: undefined as T };
+          // Cancelled while this task was not (a request not delivered again during cleanup).
+          else outcome = child.joinOutcome() as Outcome<T>;
+        } catch (error) {
+          outcome = { ok: false, error };
+        }
+        return yield* exitFrame(task, frame, outcome);
+      },
     },
-  };
+    `fromEffection(${name})`,
+  );
 }
 
 /**

@@ -123,14 +123,17 @@ export class HttpResponseImpl implements HttpResponse {
   }
 
   /** The next chunk, or null at the end; any failure or cancellation discards the body. */
-  read(): Operation<Buffer | null> {
+  read(): Operation<Buffer | null> & NotAPromise {
     const self = this;
-    return {
-      *[Symbol.iterator]() {
-        const task = taskOf(yield CURRENT_TASK, self.readLabel);
-        return yield* self.nextChunk(task);
+    return notAPromise(
+      {
+        *[Symbol.iterator]() {
+          const task = taskOf(yield CURRENT_TASK, self.readLabel);
+          return yield* self.nextChunk(task);
+        },
       },
-    };
+      "response.read()",
+    );
   }
 
   /**
@@ -232,8 +235,8 @@ export class HttpResponseImpl implements HttpResponse {
     return inner;
   }
 
-  bytes(): Operation<Uint8Array> {
-    return { [Symbol.iterator]: () => this.readAll() };
+  bytes(): Operation<Uint8Array> & NotAPromise {
+    return notAPromise({ [Symbol.iterator]: () => this.readAll() }, "response.bytes()");
   }
 
   text(): Operation<string> & NotAPromise {
@@ -264,12 +267,15 @@ export class HttpResponseImpl implements HttpResponse {
     const self = this;
     return {
       next() {
-        return {
-          *[Symbol.iterator]() {
-            const c = yield* self.read();
-            return c === null ? { done: true, value: undefined } : { done: false, value: c };
+        return notAPromise(
+          {
+            *[Symbol.iterator](): Generator<unknown, IteratorResult<Uint8Array, undefined>, unknown> {
+              const c = yield* self.read();
+              return c === null ? { done: true, value: undefined } : { done: false, value: c };
+            },
           },
-        };
+          "response.chunks().next()",
+        );
       },
     };
   }

@@ -46,13 +46,17 @@ export function resource<T>(
         task.checkpoint();
         let provided: { value: T } | null = null;
         let wake: (() => void) | null = null;
-        const provide = (value: T): Operation<never> => ({
-          *[Symbol.iterator]() {
-            provided = { value };
-            wake?.();
-            return yield* suspend();
-          },
-        });
+        const provide = (value: T): Operation<never> =>
+          notAPromise(
+            {
+              *[Symbol.iterator]() {
+                provided = { value };
+                wake?.();
+                return yield* suspend();
+              },
+            },
+            "provide(value)",
+          );
         const child = spawnInto(task.top, () => delegate(() => body(provide)), name, { resource: true });
         yield {
           kind: "suspend" as const,

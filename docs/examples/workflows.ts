@@ -98,7 +98,7 @@ const alone = { workflows: [checkout], pollMs: DAY } as const;
     { clock: createVirtualClock() },
   );
   assert.equal(out.waiting?.status, "waiting"); // parked: one row, no slot held
-  assert.match(out.waiting?.waitingOn ?? "", /^event "approved" until/);
+  assert.match(out.waiting?.waitingOn ?? "", /^event "approved" \(timeout at/);
   assert.deepEqual(out.result, { charge: "ch_1_4200", parcel: "parcel-order-1", approvedBy: "ops" });
   assert.deepEqual(log, ["charge order-1", "ship order-1"]);
   assert.deepEqual(

@@ -75,6 +75,8 @@ export class Incarnation {
   private readonly counts = new Map<string, number>();
   private readonly held = new Set<Held>();
   private checkScheduled = false;
+  /** Set by a step just before it spawns its task (see `guard.spawned`). */
+  spawningStep = false;
   private readonly parkAfterMs: number;
 
   constructor(init: IncarnationInit) {
@@ -100,6 +102,12 @@ export class Incarnation {
     check: (wait: WaitInfo) =>
       isDurableWait(wait) ? undefined : new NonDurableWaitError(this.definition.name, wait.description),
     spawned: (child, parent) => {
+      // A step's own task is not a branch: a replayed step spawns none, so counting it would shift
+      // the paths of the branches spawned after it between a first run and a replay.
+      if (this.spawningStep) {
+        this.spawningStep = false;
+        return;
+      }
       if (parent === null) return;
       const at = this.paths.get(parent) ?? "";
       const n = this.spawnedBy.get(parent) ?? 0;

@@ -204,6 +204,7 @@ function* runStep(
     key: key.slice("step:".length),
     idempotencyKey: `${inc.id}/${key.slice("step:".length)}`,
   };
+  inc.spawningStep = true;
   const child: Task<{ ok: boolean; value?: unknown; error?: unknown }> = yield* spawn(
     CURRENT_INCARNATION.with(
       null,

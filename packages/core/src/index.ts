@@ -51,7 +51,7 @@ export type { Scope } from "./kernel/spawn.js";
 export { scoped, spawn, useScope } from "./kernel/spawn.js";
 export { suspend } from "./kernel/suspend.js";
 export type { Task, TaskState } from "./kernel/task.js";
-export { evict, guardWaits, spawnEvictable } from "./kernel/wait-guard.js";
+export { evict, guardWaits, spawnEvictable, whenDrained } from "./kernel/wait-guard.js";
 // Emitting into the event stream from packages built on Keel (@keel/worker).
 export { emitEvent, eventsWanted, type PackageEventInput } from "./observe/emit.js";
 export type { KeelEvent, KeelEventType } from "./observe/events.js";

@@ -93,6 +93,7 @@ describe("every public entry point checks its input with the same typed errors",
     all: [[() => core.all("abc" as never), /^all\(ops\)/]],
     allSettled: [[() => core.allSettled("abc" as never), /^allSettled\(ops\)/]],
     evict: [[() => core.evict({} as never, "x"), /^evict\(task\)/]],
+    whenDrained: [[() => core.whenDrained(5 as never), /^whenDrained\(fn\)/]],
     spawnEvictable: [
       [() => core.spawnEvictable(5 as never), /^spawnEvictable\(op\)/],
       [() => core.spawnEvictable(noop, null as never), /^spawnEvictable\(op, options\)/],

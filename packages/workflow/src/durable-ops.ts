@@ -78,7 +78,7 @@ function sleepAt(wakeAtFrom: (now: number) => number, api: string): Operation<vo
     *[Symbol.iterator]() {
       const [inc, task] = yield* incarnation(api);
       const key = inc.key("sleep", task, "");
-      const found = inc.take(key);
+      const found = yield* inc.take(key);
       let wakeAt: number;
       if (found) wakeAt = (found.value as { wakeAt: number }).wakeAt;
       else {
@@ -140,13 +140,13 @@ export function waitForEvent<T = unknown>(name: string, options: { timeoutMs?: n
     *[Symbol.iterator]() {
       const [inc, task] = yield* incarnation(`waitForEvent("${name}")`);
       const key = inc.key("event", task, name);
-      const found = inc.take(key);
+      // In the journal's order: the timeout's instant (written when the wait began), then the outcome.
+      const begun = yield* inc.take(`${key}:timeout`);
+      const found = yield* inc.take(key);
       if (found) {
-        inc.take(`${key}:timeout`);
         if (!found.ok) throw restoreError(found.error!);
         return (found.value as { payload: JsonValue }).payload as T;
       }
-      const begun = inc.take(`${key}:timeout`);
       yield* beginNew(inc, key);
       let timeoutAt = begun ? (begun.value as { timeoutAt: number }).timeoutAt : undefined;
       if (!begun && timeoutMs !== undefined) {
@@ -266,7 +266,7 @@ function journaledNumber(
     *[Symbol.iterator]() {
       const [inc, task] = yield* incarnation(`${kind}()`);
       const key = inc.key(kind, task, "");
-      const found = inc.take(key);
+      const found = yield* inc.take(key);
       if (found) return found.value as number;
       yield* beginNew(inc, key);
       const value = read ? read(inc) : yield* runtimeRandom();
@@ -299,7 +299,7 @@ export function patched(id: string): Operation<boolean> {
     *[Symbol.iterator]() {
       const [inc] = yield* incarnation(`patched("${id}")`);
       const key = `patch:${id}`;
-      const found = inc.take(key) ?? inc.answered(key);
+      const found = inc.answered(key) ?? (yield* inc.take(key));
       if (found) return found.value as boolean;
       const answer = !inc.replaying;
       const e = entry(key, "patch", answer, inc.clock.now());

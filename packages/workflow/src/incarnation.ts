@@ -18,9 +18,10 @@
  */
 import { type Clock, evict, type Task, type WaitGuard, type WaitInfo } from "@keel/core";
 import type { Workflow } from "./definition.js";
-import { isDurableWait } from "./durable-wait.js";
+import { DurableWait, isDurableWait } from "./durable-wait.js";
 import { NonDeterminismError, NonDurableWaitError } from "./errors.js";
 import { type Held, LiveWaits } from "./live-waits.js";
+import { ReplayOrder } from "./replay-order.js";
 import type {
   ExecutionRecord,
   JournalEntry,
@@ -69,6 +70,7 @@ export class Incarnation {
   parkedOn: string | null = null;
 
   private readonly journal = new Map<string, JournalEntry>();
+  private readonly order: ReplayOrder;
   private readonly unconsumed = new Set<string>();
   private readonly paths = new WeakMap<object, string>();
   private readonly spawnedBy = new WeakMap<object, number>();
@@ -91,6 +93,7 @@ export class Incarnation {
       this.unconsumed.add(e.key);
     }
     this.waits = new LiveWaits(this, init.signals, init.journal);
+    this.order = new ReplayOrder(init.journal);
   }
 
   get id(): string {
@@ -128,17 +131,26 @@ export class Incarnation {
     return `${base}#${n}`;
   }
 
-  /** The journal's entry for `key`, consumed; undefined when the journal has none. */
-  take(key: string): JournalEntry | undefined {
+  /**
+   * The journal's entry for `key`, consumed and given in the journal's order (see `replay-order.ts`);
+   * undefined at once when the journal has none.
+   */
+  *take(key: string): Generator<unknown, JournalEntry | undefined, unknown> {
     const entry = this.journal.get(key);
-    if (entry !== undefined && this.unconsumed.delete(key) && this.unconsumed.size === 0 && this.stop)
+    if (entry === undefined || !this.unconsumed.delete(key)) return entry;
+    if (this.unconsumed.size === 0 && this.stop) this.checkSoon();
+    yield* new DurableWait<void>(`replaying ${key}`, (resolve) => {
       this.checkSoon();
+      return this.order.ask(key, (error) =>
+        resolve(error === null ? { ok: true, value: undefined } : { ok: false, error }),
+      );
+    });
     return entry;
   }
 
   /** An entry this run wrote and may be asked again (a `patched` id asked twice). */
   answered(key: string): JournalEntry | undefined {
-    return this.journal.get(key);
+    return this.unconsumed.has(key) ? undefined : this.journal.get(key);
   }
 
   /** Keeps an entry this run is writing, for {@link answered}. */
@@ -151,9 +163,17 @@ export class Incarnation {
     return this.unconsumed.size > 0;
   }
 
-  /** True when new work may start at once: nothing to replay, no stop waiting to be delivered. */
+  /**
+   * True when new work may start at once: every entry asked and given (a racer whose rival's
+   * outcome is still to be given must not start its own step yet), no stop waiting to be delivered.
+   */
   get freeToRun(): boolean {
-    return this.fatal === null && this.unconsumed.size === 0 && (this.stop === null || this.stopDelivered);
+    return (
+      this.fatal === null &&
+      this.unconsumed.size === 0 &&
+      this.order.waitingCount === 0 &&
+      (this.stop === null || this.stopDelivered)
+    );
   }
 
   /** Holds new work until the replay settles (see the module's invariants). */
@@ -186,6 +206,14 @@ export class Incarnation {
       this.stopDelivered = true;
       this.body.cancel(this.stop.message);
       return;
+    }
+    const blocked = this.order.blocked();
+    if (blocked !== null) {
+      // Every branch has run as far as it can, and an entry written before the ones asked was
+      // never asked: the body no longer takes the path its journal records (rule W4).
+      if (this.fatal === null)
+        this.fatal = new NonDeterminismError(this.id, blocked.asked, blocked.unreached);
+      this.order.fail(this.fatal);
     }
     if (this.held.size > 0) {
       const held = [...this.held];

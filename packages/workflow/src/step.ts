@@ -120,7 +120,7 @@ export function step<T>(name: string, op: Op<T>, options: StepOptions = {}): Ope
       const inc = yield* CURRENT_INCARNATION.get();
       if (inc === null) throw new NotInWorkflowError(`step("${name}")`);
       const key = inc.key("step", yield* useTask(), name);
-      const found = inc.take(key);
+      const found = yield* inc.take(key);
       const wanted = yield* eventsWanted();
       const event = {
         type: "workflow:step",

@@ -122,16 +122,43 @@ describe("W1/W3: a crash resumes where it stopped", () => {
   it("W3: a step before a spawn does not shift the branch's identity between the first run and a replay", async () => {
     const ran: string[] = [];
     const w = workflow("shift", function* () {
-      const first = yield* step("first", function* () { ran.push("first"); return 1; });
+      const first = yield* step("first", function* () {
+        ran.push("first");
+        return 1;
+      });
       const [a, b] = yield* all([
-        function* () { return yield* step("left", function* () { ran.push("left"); return first + 1; }); },
-        function* () { return yield* step("right", function* () { ran.push("right"); return first + 2; }); },
+        function* () {
+          return yield* step("left", function* () {
+            ran.push("left");
+            return first + 1;
+          });
+        },
+        function* () {
+          return yield* step("right", function* () {
+            ran.push("right");
+            return first + 2;
+          });
+        },
       ]);
-      const late = yield* spawn(function* () { return yield* step("late", function* () { ran.push("late"); return a + b; }); });
-      return yield* step("end", function* () { ran.push("end"); return yield* late; });
+      const late = yield* spawn(function* () {
+        return yield* step("late", function* () {
+          ran.push("late");
+          return a + b;
+        });
+      });
+      return yield* step("end", function* () {
+        ran.push("end");
+        return yield* late;
+      });
     });
     const store = createMemoryStore();
-    const out = await run(() => crashThenResume(store, "step:end#1", [w], function* (e) { return (yield* e.start(w, null, { id: "s" })).id; }), { clock: createVirtualClock() });
+    const out = await run(
+      () =>
+        crashThenResume(store, "step:end#1", [w], function* (e) {
+          return (yield* e.start(w, null, { id: "s" })).id;
+        }),
+      { clock: createVirtualClock() },
+    );
     expect(out.result).toBe(5);
     expect(out.view?.status).toBe("completed");
     expect(ran.sort()).toEqual(["end", "end", "first", "late", "left", "right"]);

@@ -19,6 +19,7 @@ import { withContextValue } from "./context.js";
 import { currentTask } from "./current.js";
 import { type NotAPromise, notAPromise } from "./not-a-promise.js";
 import { checkOp, nameOf, type Op, type Operation, type WaitGuard } from "./operation.js";
+import { whenDrained as onDrained } from "./scheduler.js";
 import { spawnInto } from "./spawn-into.js";
 import type { Task } from "./task.js";
 import { TaskImpl, WAIT_GUARD_KEY } from "./task.js";
@@ -106,4 +107,26 @@ export function spawnEvictable<T>(
     },
     "spawnEvictable(op)",
   );
+}
+
+/**
+ * Calls `fn` once the runtime's run queue is empty: every task that could run has run to its next
+ * wait. For a replaying runtime that must let every branch reach its next request before it answers
+ * one (a workflow replays its journal in the order it was written).
+ *
+ * @example
+ * ```ts
+ * import { run, spawn, whenDrained } from "@keel/core";
+ * const order: string[] = [];
+ * await run(function* () {
+ *   whenDrained(() => order.push("drained"));
+ *   const child = yield* spawn(function* child() { order.push("child ran"); });
+ *   yield* child;
+ * });
+ * console.log(order); // ["child ran", "drained"]
+ * ```
+ */
+export function whenDrained(fn: () => void): void {
+  if (typeof fn !== "function") throw invalidType("whenDrained(fn)", "a function", fn);
+  onDrained(fn);
 }

@@ -38,6 +38,8 @@ export {
 } from "./errors.js";
 export { type StepInfo, type StepOptions, step, stepInfo } from "./step.js";
 export { createMemoryStore } from "./store/memory-store.js";
+// The stores at subpaths (`/postgres`, `/sqlite`) throw it when their peer package is missing.
+export { isMissingPackageError, MissingPackageError } from "./store/missing-package.js";
 export type {
   Claimed,
   ExecutionRecord,

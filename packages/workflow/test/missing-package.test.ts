@@ -4,7 +4,7 @@
  * `better-sqlite3` cannot be found (the worker's fixtures/unresolvable.mjs). A PostgreSQL store
  * given a pool of the caller's own does not load `pg` at all.
  */
-import { isMissingPackageError } from "@keel/workflow/sqlite";
+import { isMissingPackageError } from "@keel/workflow";
 import { describe, expect, it } from "vitest";
 import { CHILD_TEST_TIMEOUT_MS, startChildWith } from "../../core/test/support/child.js";
 

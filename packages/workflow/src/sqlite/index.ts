@@ -3,5 +3,4 @@
  * `better-sqlite3` 12 (an optional peer).
  * @module @keel/workflow/sqlite
  */
-export { isMissingPackageError, MissingPackageError } from "../store/missing-package.js";
 export { createSqliteStore, type SqliteStoreOptions } from "./sqlite-store.js";

@@ -21,6 +21,7 @@
  */
 import { execFileSync } from "node:child_process";
 import {
+  cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -117,12 +118,20 @@ try {
   );
 
   check("install the tarballs into a new project", () => {
+    // Install scripts run as a user's would, but for better-sqlite3's: it compiles from source here
+    // (its prebuilt download is unreachable), two minutes that `npm ci` already spent on the same
+    // Node, so its built addon is copied from the repository's own install instead.
     sh(
       "npm",
-      ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"],
+      ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", "--ignore-scripts"],
       app,
       "npm install",
     );
+    const addon = join(root, "node_modules", "better-sqlite3", "build");
+    if (existsSync(join(app, "node_modules", "better-sqlite3")) && existsSync(addon))
+      cpSync(addon, join(app, "node_modules", "better-sqlite3", "build"), { recursive: true });
+    const scripted = ["esbuild", "msgpackr-extract"].filter((n) => existsSync(join(app, "node_modules", n)));
+    if (scripted.length > 0) sh("npm", ["rebuild", "--loglevel=error", ...scripted], app, "npm rebuild");
     for (const { pkg } of packages) {
       const installed = join(app, "node_modules", ...pkg.name.split("/"));
       if (!existsSync(installed) || existsSync(join(installed, "node_modules", ".bin", "tsc")))

@@ -2,4 +2,4 @@
  * `@keel/workflow/postgres`: the PostgreSQL store, through `pg` (an optional peer).
  * @module @keel/workflow/postgres
  */
-export { createPostgresStore, type PostgresStoreOptions } from "./postgres-store.js";
+export { createPostgresStore, type PgPoolLike, type PostgresStoreOptions } from "./postgres-store.js";

@@ -34,12 +34,37 @@ import { type Statement, statements } from "./statements.js";
  * ```
  */
 export interface PostgresStoreOptions {
-  /** A pool of your own: the store uses it and leaves it open at `close()`. */
-  readonly pool?: Pool;
+  /**
+   * A `pg` Pool of your own: the store uses it and leaves it open at `close()`. Typed by what the
+   * store calls on it, so that using the store needs no `@types/pg` (a `pg.Pool` is one).
+   */
+  readonly pool?: PgPoolLike;
   /** Where to connect when no `pool` is given (else `pg`'s defaults: the `PG*` environment variables). */
   readonly connectionString?: string;
   /** The schema that holds the store's tables (default `keel`); created by `init()` if missing. */
   readonly schema?: string;
+}
+
+/**
+ * What the store calls on a pool: `pg.Pool` is one. The store's code is typed against `pg`'s own
+ * types; this is the public face, so a project that passes no pool (or has no `@types/pg`) still
+ * type-checks.
+ *
+ * @example
+ * ```ts
+ * import type { PgPoolLike } from "@keel/workflow/postgres";
+ * const fake: PgPoolLike = { query: async () => ({ rows: [] }), connect: async () => { throw new Error("no") }, end: async () => {}, on: () => fake };
+ * console.log(typeof fake.query); // function
+ * ```
+ */
+export interface PgPoolLike {
+  // biome-ignore lint/suspicious/noExplicitAny: pg's own overloads; the store calls them as pg types them.
+  query(...args: any[]): Promise<any>;
+  // biome-ignore lint/suspicious/noExplicitAny: see query.
+  connect(): Promise<any>;
+  end(): Promise<void>;
+  // biome-ignore lint/suspicious/noExplicitAny: see query.
+  on(event: "error", listener: (error: Error) => void): any;
 }
 
 const UNIQUE_VIOLATION = "23505";
@@ -70,7 +95,7 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
   const schema = options.schema ?? "keel";
   const sql = statements(quoteSchema(schema));
   const own = options.pool === undefined;
-  const pool = options.pool ?? openPool(options.connectionString);
+  const pool = (options.pool as Pool | undefined) ?? openPool(options.connectionString);
   const q = async <R extends QueryResultRow>(statement: Statement, values: unknown[]) =>
     pool.query<R>({ name: statement.name, text: statement.text, values: values.map(wholeMs) });
   // Instants are whole milliseconds in bigint columns; a real clock reads fractions (1796…637.359),

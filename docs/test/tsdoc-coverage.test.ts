@@ -22,6 +22,8 @@ const barrels = [
   "packages/testing/src/workflow/index.ts",
   "packages/worker/src/index.ts",
   "packages/workflow/src/index.ts",
+  "packages/workflow/src/postgres/index.ts",
+  "packages/workflow/src/sqlite/index.ts",
   "packages/worker/src/bullmq/index.ts",
   "packages/otel/src/index.ts",
 ];

@@ -14,7 +14,7 @@ import { KeelError } from "@keel/core";
  *
  * @example
  * ```ts
- * import { isMissingPackageError, MissingPackageError } from "@keel/workflow/sqlite";
+ * import { isMissingPackageError, MissingPackageError } from "@keel/workflow";
  * const e = new MissingPackageError("createSqliteStore", "better-sqlite3", "the SQLite store needs it");
  * console.log(isMissingPackageError(e), e.message);
  * // true createSqliteStore: the package better-sqlite3 is not installed; the SQLite store needs it: npm install better-sqlite3
@@ -44,7 +44,7 @@ export class MissingPackageError extends KeelError {
  *
  * @example
  * ```ts
- * import { isMissingPackageError } from "@keel/workflow/sqlite";
+ * import { isMissingPackageError } from "@keel/workflow";
  * console.log(isMissingPackageError(new Error("Cannot find module 'pg'"))); // false
  * ```
  */

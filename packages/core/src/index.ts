@@ -67,6 +67,7 @@ export {
 } from "./observe/logger.js";
 export type { TaskSnapshot } from "./observe/snapshot.js";
 export { snapshot } from "./observe/snapshot.js";
+export { addInspectSection, type InspectSectionContent } from "./process/inspect-sections.js";
 export { type MainOptions, main } from "./process/main.js";
 export type { Backoff, BackoffState, Jitter } from "./resilience/backoff.js";
 export { constant, exponential, fromDelays } from "./resilience/backoff.js";

@@ -93,6 +93,10 @@ describe("every public entry point checks its input with the same typed errors",
     all: [[() => core.all("abc" as never), /^all\(ops\)/]],
     allSettled: [[() => core.allSettled("abc" as never), /^allSettled\(ops\)/]],
     evict: [[() => core.evict({} as never, "x"), /^evict\(task\)/]],
+    addInspectSection: [
+      [() => core.addInspectSection("", () => ({ text: "", data: null })), /^addInspectSection\(title\)/],
+      [() => core.addInspectSection("x", 5 as never), /^addInspectSection\(title, render\)/],
+    ],
     whenDrained: [[() => core.whenDrained(5 as never), /^whenDrained\(fn\)/]],
     spawnEvictable: [
       [() => core.spawnEvictable(5 as never), /^spawnEvictable\(op\)/],

@@ -9,6 +9,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import {
+  addInspectSection,
   describeThrown,
   emitEvent,
   isCancelled,
@@ -24,6 +25,7 @@ import type { Workflow } from "./definition.js";
 import { DurableWait } from "./durable-wait.js";
 import { ExecutionNotFoundError, UnknownWorkflowError, WorkflowFailedError } from "./errors.js";
 import type { Incarnation } from "./incarnation.js";
+import { renderEngine } from "./inspect.js";
 import { restoreError, toJournal, unwrapValue, wrapValue } from "./json.js";
 import { type RunContext, runExecution } from "./run-execution.js";
 import type { ExecutionRecord, JournalEntry, ListFilter, WorkflowStore } from "./store/store.js";
@@ -458,6 +460,14 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
         doorbell();
       },
     };
-    yield* provide(engine);
+    // keel-inspect <pid> shows this engine's executions by status (see inspect.ts).
+    const removeSection = addInspectSection(`workflow engine ${config.owner}`, () =>
+      renderEngine(store, config.owner, [...live.keys()]),
+    );
+    try {
+      yield* provide(engine);
+    } finally {
+      removeSection();
+    }
   });
 }

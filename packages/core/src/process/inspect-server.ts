@@ -4,7 +4,8 @@
  *
  * Protocol: the client writes one line, `text` or `json`, and reads until the server closes: the
  * formatted tree of every live root of the process (`main`'s first, then each `run()` root, oldest
- * first), or their snapshots as one JSON array in that order (`Infinity` deadlines as null; times
+ * first), then each section packages added (`addInspectSection`: `== title ==` and its text), or
+ * their snapshots as one JSON array in that order, each section as `{ section, data }` (`Infinity` deadlines as null; times
  * and durations to a tenth of a millisecond, as people read them).
  * @module
  */
@@ -13,6 +14,7 @@ import { otherLiveRoots } from "../kernel/roots.js";
 import type { TaskImpl } from "../kernel/task.js";
 import { formatTaskTree } from "../observe/format-tree.js";
 import { snapshot } from "../observe/snapshot.js";
+import { renderSections } from "./inspect-sections.js";
 
 /**
  * The JSON form's numbers: clock readings and durations to a tenth of a millisecond (a real clock
@@ -46,10 +48,12 @@ export async function openInspectSocket(task: TaskImpl<unknown>): Promise<() => 
       if (!asked.includes("\n")) return;
       // Read at each question: roots come and go while the process runs.
       const roots = [task, ...otherLiveRoots(task)].map((root) => snapshot(root));
-      socket.end(
-        asked.startsWith("json")
-          ? `${JSON.stringify(roots, readableNumber)}\n`
-          : `${roots.map((s) => formatTaskTree(s)).join("\n")}\n`,
+      void renderSections().then((sections) =>
+        socket.end(
+          asked.startsWith("json")
+            ? `${JSON.stringify([...roots, ...sections.map(({ title, data }) => ({ section: title, data }))], readableNumber)}\n`
+            : `${[...roots.map((s) => formatTaskTree(s)), ...sections.map(({ title, text }) => `== ${title} ==\n${text}`)].join("\n")}\n`,
+        ),
       );
     });
   });

@@ -1,6 +1,6 @@
 /**
- * Wait guards and eviction: the two hooks a runtime built on Keel needs to replay operations
- * (`@keel/workflow`). Few programs call them directly.
+ * Wait guards and eviction (semantics §10): the hooks a runtime built on Keel needs to replay
+ * operations (`@keel/workflow`). Few programs call them directly.
  *
  * A **wait guard** sees every wait a task makes inside `guardWaits(guard, op)`, children included,
  * but the kernel's structural ones (a join, a scope waiting for its children, `all`, `race`), and

@@ -92,6 +92,35 @@ export function statements(s: string) {
        WHERE e.${mine.replace(/ AND /g, " AND e.")}
        FOR KEY SHARE OF e`,
     ),
+    /** $1..$3 the claim, $4..$11 one entry's columns: the common append, with scalar parameters. */
+    appendOne: named(
+      `INSERT INTO ${s}.journal (execution_id, key, kind, ok, value, error, attempts, started_at, ended_at)
+       SELECT e.id, $4::text, $5::text, $6::boolean, $7::text, $8::text, $9::integer, $10::bigint, $11::bigint
+       FROM ${s}.executions e
+       WHERE e.${mine.replace(/ AND /g, " AND e.")}
+       FOR KEY SHARE OF e`,
+    ),
+    /**
+     * Appends of several claims in one statement (the store's group commit): each row names its
+     * execution and claim ($1..$3), joined to the execution's row under the same fence and lock as
+     * `append`; the ids of the executions that got rows come back, and one that got none lost its
+     * claim. Rows go in in the arrays' order (`ORDER BY n`), so each journal's `pos` follows its
+     * appends' order.
+     */
+    appendMany: named(
+      `WITH written AS (
+         INSERT INTO ${s}.journal (execution_id, key, kind, ok, value, error, attempts, started_at, ended_at)
+         SELECT e.id, u.key, u.kind, u.ok, u.value, u.error, u.attempts, u.started_at, u.ended_at
+         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::boolean[], $7::text[],
+                     $8::text[], $9::integer[], $10::bigint[], $11::bigint[])
+                WITH ORDINALITY AS u(id, owner, generation, key, kind, ok, value, error, attempts, started_at, ended_at, n)
+         JOIN ${s}.executions e ON e.id = u.id AND e.owner = u.owner AND e.generation = u.generation
+         ORDER BY u.n
+         FOR KEY SHARE OF e
+         RETURNING execution_id
+       )
+       SELECT DISTINCT execution_id FROM written`,
+    ),
     /** Whether the claim is current, for an append of no entries. */
     current: named(`SELECT 1 FROM ${s}.executions WHERE ${mine}`),
     /** $1..$3 the claim, $4 status, $5 wakeAt, $6 waitingFor, $7 waitingOn, $8 signalsSeen, $9 now. */

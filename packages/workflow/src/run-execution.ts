@@ -20,7 +20,7 @@ import {
   type Task,
   until,
 } from "@keel/core";
-import { CURRENT_INCARNATION } from "./current.js";
+import { CURRENT } from "./current.js";
 import type { Workflow } from "./definition.js";
 import { ExecutionDeadlineError, UnknownWorkflowError } from "./errors.js";
 import { Incarnation } from "./incarnation.js";
@@ -86,7 +86,7 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
       // Evictable: the runner's cancellation (a shutdown) does not reach the body; the runner hands
       // it back instead (`handBack`), so its `finally` blocks run only when the execution ends.
       inc.body = yield* spawnEvictable(
-        CURRENT_INCARNATION.with(
+        CURRENT.with(
           inc,
           guardWaits(inc.guard, function* body(): Generator<unknown, Outcome, unknown> {
             try {

@@ -249,6 +249,8 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
         JSON.stringify(e.input),
         e.nowMs,
         e.deadlineAt,
+        e.claim?.owner ?? null,
+        e.claim?.leaseMs ?? null,
       ]);
       if (made.rows[0]) return { created: true, record: toRecord(made.rows[0]) };
       const existing = await this.get(e.id);

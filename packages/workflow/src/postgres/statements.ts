@@ -39,10 +39,16 @@ export function statements(s: string) {
     "(cancel_requested IS NOT NULL OR EXISTS (SELECT 1 FROM jsonb_each_text(signal_last) AS l(name, seq) " +
     "WHERE l.name = ANY($6::text[]) AND l.seq::bigint > $8::bigint))";
   return {
-    /** $1 id, $2 workflow, $3 version, $4 input, $5 now, $6 deadlineAt: the new record, or none if the id exists. */
+    /**
+     * $1 id, $2 workflow, $3 version, $4 input, $5 now, $6 deadlineAt, $7 owner and $8 leaseMs (both
+     * null: pending; else claimed by $7): the new record, or none if the id exists.
+     */
     create: named(
-      `INSERT INTO ${s}.executions (id, workflow, version, input, status, created_at, updated_at, deadline_at, due_at)
-       VALUES ($1, $2, $3, $4, 'pending', $5, $5, $6, $5)
+      `INSERT INTO ${s}.executions (id, workflow, version, input, status, created_at, updated_at, deadline_at, due_at,
+                                    owner, lease_until, generation)
+       VALUES ($1, $2, $3, $4, CASE WHEN $7::text IS NULL THEN 'pending' ELSE 'running' END, $5, $5, $6,
+               $5::bigint + coalesce($8::bigint, 0), $7, $5::bigint + $8::bigint,
+               CASE WHEN $7::text IS NULL THEN 0 ELSE 1 END)
        ON CONFLICT (id) DO NOTHING
        RETURNING ${EXECUTION_COLUMNS}`,
     ),

@@ -166,6 +166,8 @@ export function createSqliteStore(options: SqliteStoreOptions): WorkflowStore {
         input: JSON.stringify(e.input),
         now: e.nowMs,
         deadlineAt: e.deadlineAt,
+        owner: e.claim?.owner ?? null,
+        leaseUntil: e.claim ? e.nowMs + e.claim.leaseMs : null,
       }) as ExecutionRow | undefined;
       if (made !== undefined) return { created: true, record: toRecord(made) };
       const existing = get(e.id);

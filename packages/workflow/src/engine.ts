@@ -257,6 +257,8 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
     // process leaves a new version's executions to the new ones, instead of failing them).
     const runnable = [...definitions.keys()];
     const endWaiters = new Map<string, Set<() => void>>();
+    // Slots `start` has taken for executions it creates claimed, until they are in `live`.
+    let reserved = 0;
     let rung = false;
     let ring: (() => void) | null = null;
     const doorbell = () => {
@@ -309,7 +311,7 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
         let downSince: number | null = null;
         for (;;) {
           try {
-            const free = config.concurrency - live.size;
+            const free = config.concurrency - live.size - reserved;
             if (free > 0) {
               const claimed = yield* io("claim", () =>
                 store.claim(config.owner, clock.now(), config.leaseMs, free, runnable),
@@ -401,17 +403,33 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
           deadlineAt = options.deadlineAt;
         }
         const journaled = wrapValue(input, `${workflow.name}'s input`);
-        const made = yield* io("create", () =>
-          store.create({
-            id,
-            workflow: workflow.name,
-            version: workflow.version,
-            input: journaled,
-            deadlineAt,
-            nowMs,
-          }),
-        );
-        if (made.created) doorbell();
+        // With a free slot this engine runs the new execution itself: created claimed, and run at
+        // once, with no poller turn, claim or journal read in between (a new execution has no
+        // journal, and no signal can reach it before the create returns its id).
+        const runHere = config.run && live.size + reserved < config.concurrency;
+        if (runHere) reserved++;
+        let made: Awaited<ReturnType<WorkflowStore["create"]>>;
+        try {
+          made = yield* io("create", () =>
+            store.create({
+              id,
+              workflow: workflow.name,
+              version: workflow.version,
+              input: journaled,
+              deadlineAt,
+              nowMs,
+              ...(runHere ? { claim: { owner: config.owner, leaseMs: config.leaseMs } } : {}),
+            }),
+          );
+        } finally {
+          if (runHere) reserved--;
+        }
+        if (runHere && made.created) {
+          live.set(id, null as unknown as Incarnation);
+          scope.spawn(runExecution(ctx, { record: made.record, journal: [], signals: [] }), {
+            name: `execution ${id}`,
+          });
+        } else if (made.created) doorbell();
         return { id, created: made.created, record: made.record };
       },
       result<O>(id: string): Operation<O> {

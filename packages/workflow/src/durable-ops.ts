@@ -5,7 +5,7 @@
  */
 import { type Operation, random as runtimeRandom, type Task, TimeoutError, useTask } from "@keel/core";
 import { checkMs, invalidRange, invalidType } from "./checks.js";
-import { CURRENT_INCARNATION } from "./current.js";
+import { CURRENT, incarnationOf } from "./current.js";
 import { DurableWait } from "./durable-wait.js";
 import { NotInWorkflowError } from "./errors.js";
 import type { Incarnation } from "./incarnation.js";
@@ -14,7 +14,7 @@ import { beginNew } from "./step.js";
 import type { JournalEntry, JsonValue, SignalRecord } from "./store/store.js";
 
 function* incarnation(api: string): Generator<unknown, [Incarnation, Task<unknown>], unknown> {
-  const inc = yield* CURRENT_INCARNATION.get();
+  const inc = incarnationOf(yield* CURRENT.get());
   if (inc === null) throw new NotInWorkflowError(api);
   return [inc, yield* useTask()];
 }

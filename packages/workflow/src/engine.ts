@@ -28,7 +28,14 @@ import type { Incarnation } from "./incarnation.js";
 import { renderEngine } from "./inspect.js";
 import { restoreError, toJournal, unwrapValue, wrapValue } from "./json.js";
 import { type RunContext, runExecution } from "./run-execution.js";
-import type { ExecutionRecord, JournalEntry, ListFilter, WorkflowStore } from "./store/store.js";
+import type {
+  ExecutionRecord,
+  Finish,
+  JournalEntry,
+  JsonValue,
+  ListFilter,
+  WorkflowStore,
+} from "./store/store.js";
 import { ENDED_STATUSES } from "./store/store.js";
 import { type ExecutionView, viewOf } from "./view.js";
 
@@ -222,6 +229,9 @@ function checkOptions(options: WorkflowEngineOptions): Config {
   };
 }
 
+/** A caller's own copy of an outcome (as a read of the store would give it: waiters share nothing). */
+const copyJson = (value: JsonValue): JsonValue => (value === null ? null : JSON.parse(JSON.stringify(value)));
+
 /**
  * Starts a workflow engine for the caller's scope: it claims and runs executions until the scope
  * ends, then hands back the ones it holds (steps in flight are cancelled and run again elsewhere).
@@ -258,7 +268,11 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
     // What this engine claims: only executions of the definitions it has (a rolling deploy's old
     // process leaves a new version's executions to the new ones, instead of failing them).
     const runnable = [...definitions.keys()];
-    const endWaiters = new Map<string, Set<() => void>>();
+    // Told of an execution's end in this process: its outcome as written, or null (parked, lost,
+    // handed back, or the wait's poll interval passed).
+    const endWaiters = new Map<string, Set<(finish: Finish | null) => void>>();
+    // Slots `start` has taken for executions it creates claimed, until they are in `live`.
+    let reserved = 0;
     let rung = false;
     let ring: (() => void) | null = null;
     const doorbell = () => {
@@ -274,9 +288,9 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
       find: (name, version) => definitions.get(`${name}@${version}`),
       known: () => [...definitions.keys()],
       started: (inc) => live.set(inc.id, inc),
-      ended: (id) => {
+      ended: (id, finish) => {
         live.delete(id);
-        for (const w of endWaiters.get(id) ?? []) w();
+        for (const w of endWaiters.get(id) ?? []) w(finish);
         doorbell();
       },
     };
@@ -311,7 +325,7 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
         let downSince: number | null = null;
         for (;;) {
           try {
-            const free = config.concurrency - live.size;
+            const free = config.concurrency - live.size - reserved;
             if (free > 0) {
               const claimed = yield* io("claim", () =>
                 store.claim(config.owner, clock.now(), config.leaseMs, free, runnable),
@@ -358,12 +372,12 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
     }
 
     const waitForEnd = (id: string) =>
-      new DurableWait<void>(`execution ${id}: waiting for its end`, (resolve) => {
+      new DurableWait<Finish | null>(`execution ${id}: waiting for its end`, (resolve) => {
         const set = endWaiters.get(id) ?? new Set();
         endWaiters.set(id, set);
-        const done = () => resolve({ ok: true, value: undefined });
+        const done = (finish: Finish | null) => resolve({ ok: true, value: finish });
         set.add(done);
-        const cancel = clock.schedule(clock.now() + config.pollMs, done);
+        const cancel = clock.schedule(clock.now() + config.pollMs, () => done(null));
         return () => {
           set.delete(done);
           if (set.size === 0) endWaiters.delete(id);
@@ -403,29 +417,52 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
           deadlineAt = options.deadlineAt;
         }
         const journaled = wrapValue(input, `${workflow.name}'s input`);
-        const made = yield* io("create", () =>
-          store.create({
-            id,
-            workflow: workflow.name,
-            version: workflow.version,
-            input: journaled,
-            deadlineAt,
-            nowMs,
-          }),
-        );
-        if (made.created) doorbell();
+        // With a free slot this engine runs the new execution itself: created claimed, and run at
+        // once, with no poller turn, claim or journal read in between (a new execution has no
+        // journal, and no signal can reach it before the create returns its id).
+        const runHere = config.run && live.size + reserved < config.concurrency;
+        if (runHere) reserved++;
+        let made: Awaited<ReturnType<WorkflowStore["create"]>>;
+        try {
+          made = yield* io("create", () =>
+            store.create({
+              id,
+              workflow: workflow.name,
+              version: workflow.version,
+              input: journaled,
+              deadlineAt,
+              nowMs,
+              ...(runHere ? { claim: { owner: config.owner, leaseMs: config.leaseMs } } : {}),
+            }),
+          );
+        } finally {
+          if (runHere) reserved--;
+        }
+        if (runHere && made.created) {
+          live.set(id, null as unknown as Incarnation);
+          scope.spawn(runExecution(ctx, { record: made.record, journal: [], signals: [] }), {
+            name: `execution ${id}`,
+          });
+        } else if (made.created) doorbell();
         return { id, created: made.created, record: made.record };
       },
       result<O>(id: string): Operation<O> {
         return {
           *[Symbol.iterator]() {
             for (;;) {
-              const record = yield* io("get", () => store.get(id));
-              if (record === null) throw new ExecutionNotFoundError(id);
-              if (record.status === "completed") return unwrapValue(record.output) as O;
-              if (record.status === "failed" || record.status === "cancelled")
-                throw new WorkflowFailedError(id, record.status, restoreError(record.error!));
-              yield* waitForEnd(id);
+              // An execution this process runs ends here: its outcome comes from that end, with no
+              // read of the store. Any other (running elsewhere, parked, or lost here) is read.
+              if (!live.has(id)) {
+                const record = yield* io("get", () => store.get(id));
+                if (record === null) throw new ExecutionNotFoundError(id);
+                if (record.status === "completed") return unwrapValue(record.output) as O;
+                if (record.status === "failed" || record.status === "cancelled")
+                  throw new WorkflowFailedError(id, record.status, restoreError(record.error!));
+              }
+              const finish = yield* waitForEnd(id);
+              if (finish?.status === "completed") return unwrapValue(copyJson(finish.output)) as O;
+              if (finish !== null)
+                throw new WorkflowFailedError(id, finish.status, restoreError(finish.error));
             }
           },
         };

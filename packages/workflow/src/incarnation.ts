@@ -190,6 +190,15 @@ export class Incarnation {
     this.checkSoon();
   }
 
+  /**
+   * A step's outcome is journaled: a check only when one can come of it (a held wait, a stop to
+   * deliver, live waits that may now park), not a zero-delay timer after every step.
+   */
+  stepEnded(): void {
+    if (this.held.size > 0 || this.waits.size > 0 || (this.stop !== null && !this.stopDelivered))
+      this.checkSoon();
+  }
+
   /** Runs {@link check} once the runtime is idle (a zero-delay timer on the engine's clock). */
   checkSoon(): void {
     if (this.checkScheduled || this.state !== "running") return;

@@ -20,7 +20,7 @@ import {
   type Task,
   until,
 } from "@keel/core";
-import { CURRENT_INCARNATION } from "./current.js";
+import { CURRENT } from "./current.js";
 import type { Workflow } from "./definition.js";
 import { ExecutionDeadlineError, UnknownWorkflowError } from "./errors.js";
 import { Incarnation } from "./incarnation.js";
@@ -40,7 +40,8 @@ export interface RunContext {
   known(): string[];
   /** Called when the run starts and when it ends (the engine's live map, its doorbell). */
   started(inc: Incarnation): void;
-  ended(id: string, status: string | null): void;
+  /** `finish`: the outcome this run wrote, or null when it wrote none (parked, lost, handed back). */
+  ended(id: string, finish: Finish | null): void;
 }
 
 export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation<void> {
@@ -51,8 +52,13 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
     if (!definition) {
       const error = new UnknownWorkflowError(record.workflow, record.version, ctx.known());
       const finish: Finish = { status: "failed", error: journalError(error), nowMs: ctx.clock.now() };
-      yield* until(ctx.store.finish(record.id, lease, finish).catch(() => {}));
-      ctx.ended(record.id, "failed");
+      const written = yield* until(
+        ctx.store.finish(record.id, lease, finish).then(
+          () => true,
+          () => false,
+        ),
+      );
+      ctx.ended(record.id, written ? finish : null);
       return;
     }
     const inc = new Incarnation({
@@ -71,6 +77,7 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
     if (wanted) yield* emitEvent({ ...event, transition: "run", replayed: claimed.journal.length });
     let cancelDeadline: (() => void) | null = null;
     let status: string | null = null;
+    let written: Finish | null = null;
     try {
       yield* spawn(keepLease(ctx, inc), { name: "lease" });
       if (record.cancelRequested !== null) inc.requestStop("cancel", record.cancelRequested);
@@ -86,7 +93,7 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
       // Evictable: the runner's cancellation (a shutdown) does not reach the body; the runner hands
       // it back instead (`handBack`), so its `finally` blocks run only when the execution ends.
       inc.body = yield* spawnEvictable(
-        CURRENT_INCARNATION.with(
+        CURRENT.with(
           inc,
           guardWaits(inc.guard, function* body(): Generator<unknown, Outcome, unknown> {
             try {
@@ -119,6 +126,7 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
       status = finish.status;
       try {
         yield* until(inc.io("finish", () => ctx.store.finish(record.id, lease, finish)));
+        written = finish;
       } catch (error) {
         inc.lose(error);
         status = null;
@@ -135,7 +143,7 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
         yield* handBack(ctx, inc, body);
         if (wanted) yield* emitEvent({ ...event, transition: "hand-back" });
       }
-      ctx.ended(record.id, status);
+      ctx.ended(record.id, written);
     }
   };
 }

@@ -3,7 +3,6 @@
  * @module
  */
 import {
-  createContext,
   emitEvent,
   eventsWanted,
   guardWaits,
@@ -19,7 +18,7 @@ import {
   useTask,
 } from "@keel/core";
 import { checkKeys, checkMs, checkObject, invalidType } from "./checks.js";
-import { CURRENT_INCARNATION } from "./current.js";
+import { CURRENT, incarnationOf, stepInfoOf } from "./current.js";
 import { DurableWait } from "./durable-wait.js";
 import { NotInWorkflowError } from "./errors.js";
 import type { Incarnation } from "./incarnation.js";
@@ -81,8 +80,6 @@ export interface StepInfo {
   readonly idempotencyKey: string;
 }
 
-const STEP_CONTEXT = createContext<StepInfo | null>("keel.workflow.step", null);
-
 /**
  * Runs `op` as a step of the workflow: once per execution, its value (or its final error, after
  * its own retries) journaled before the body goes on (rule W1). On a replay a journaled step
@@ -117,7 +114,7 @@ export function step<T>(name: string, op: Op<T>, options: StepOptions = {}): Ope
     checkMs(`step("${name}", op, { timeoutMs })`, options.timeoutMs, { min: 1 });
   return {
     *[Symbol.iterator]() {
-      const inc = yield* CURRENT_INCARNATION.get();
+      const inc = incarnationOf(yield* CURRENT.get());
       if (inc === null) throw new NotInWorkflowError(`step("${name}")`);
       const key = inc.key("step", yield* useTask(), name);
       const found = yield* inc.take(key);
@@ -192,10 +189,12 @@ function* runStep(
     attempts++;
     return yield* typeof op === "function" ? (op as () => Operation<unknown>)() : op;
   };
-  const timed: Op<unknown> = options.timeoutMs === undefined ? once : () => timeout(options.timeoutMs!, once);
-  const retried: Op<unknown> = options.retry === undefined ? timed : () => retry(timed, options.retry);
+  const timed: () => Operation<unknown> =
+    options.timeoutMs === undefined ? once : () => timeout(options.timeoutMs!, once);
+  const retried: () => Operation<unknown> =
+    options.retry === undefined ? timed : () => retry(timed, options.retry);
   const deadlineAt = inc.record.deadlineAt;
-  const bounded: Op<unknown> =
+  const bounded: () => Operation<unknown> =
     deadlineAt === null
       ? retried
       : () => timeoutAt(deadlineAt, retried, { label: "the execution's deadline" });
@@ -206,11 +205,11 @@ function* runStep(
   };
   inc.spawningStep = true;
   const child: Task<{ ok: boolean; value?: unknown; error?: unknown }> = yield* spawn(
-    CURRENT_INCARNATION.with(
-      null,
+    CURRENT.with(
+      info,
       guardWaits(null, function* stepRun() {
         try {
-          return { ok: true, value: yield* STEP_CONTEXT.with(info, bounded) };
+          return { ok: true, value: yield* bounded() };
         } catch (error) {
           // A step cancelled (its body stopped, a shutdown) has no outcome to journal: it ends
           // cancelled, and runs again on the next replay.
@@ -230,7 +229,7 @@ function* runStep(
         const entry = stepEntry(key, name, result, attempts, startedAt, inc.clock.now());
         inc.write([entry]).then(
           () => {
-            inc.checkSoon();
+            inc.stepEnded();
             resolve({ ok: true, value: entry });
           },
           () => {},
@@ -283,7 +282,7 @@ function stepEntry(
 export function stepInfo(): Operation<StepInfo> {
   return {
     *[Symbol.iterator]() {
-      const info = yield* STEP_CONTEXT.get();
+      const info = stepInfoOf(yield* CURRENT.get());
       if (info === null) throw new NotInWorkflowError("stepInfo()", "inside a step's operation");
       return info;
     },

@@ -171,8 +171,10 @@ describe("W12: executions in a fleet", () => {
     });
     const out = await run(
       function* () {
+        // Started by an engine that runs nothing: the execution waits for a claim.
+        const starter = yield* startWorkflowEngine({ store: flaky, workflows: [w], run: false });
+        yield* starter.start(w, null, { id: "s" });
         const e = yield* startWorkflowEngine({ store: flaky, workflows: [w], pollMs: 1_000 });
-        yield* e.start(w, null, { id: "s" });
         yield* sleep(10_500);
         failing = false;
         return { result: yield* e.result("s"), at: clock.now() };

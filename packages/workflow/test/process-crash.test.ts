@@ -3,7 +3,7 @@
  * PostgreSQL or on the embedded SQLite store and is SIGKILLed inside step 2; a second process
  * resumes it. And two processes racing on one execution: never both at once.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -81,12 +81,17 @@ describe.each(stores)("on %s", (name, up, storeEnv) => {
         ...storeEnv,
         WF_LOG: logFile,
         WF_STEP_MS: "30",
+        // Both start together: the one that creates an execution runs it at once when it has a
+        // slot, so a process up first would otherwise take them all.
+        WF_GO: `${logFile}.go`,
         WF_START: ids,
         WF_AWAIT: ids,
         WF_CONCURRENCY: "4",
       };
       const script = new URL("./fixtures/workflow-process.ts", import.meta.url);
       const [a, b] = [startChildWith({ env }, script), startChildWith({ env }, script)];
+      await Promise.all([a.waitForLine("up"), b.waitForLine("up")]);
+      writeFileSync(env.WF_GO, "");
       await Promise.all([a.waitForLine("done"), b.waitForLine("done")]);
       const lines = readLog(logFile);
       // Both processes ran (on PostgreSQL both take some; SQLite's lock is not fair, so one may take all).

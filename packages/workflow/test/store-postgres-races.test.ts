@@ -3,7 +3,8 @@
  * transaction left open (a store on one client, `BEGIN` sent first), the other is started, seen
  * waiting for the row's lock in `pg_stat_activity`, and then the transaction commits.
  * - An append racing a takeover waits for it and fails: an entry is never written under a claim
- *   that the new owner's journal read missed.
+ *   that the new owner's journal read missed; in a batch of several executions' appends, only its
+ *   own append fails.
  * - A park racing a signal for a name it waits for leaves the execution pending: no signal is slept
  *   through.
  */
@@ -61,6 +62,26 @@ describe.skipIf(!postgresUp)("the PostgreSQL store's races", () => {
     await open!.query("COMMIT");
     expect(await append).toMatchObject({ code: "KEEL_LEASE_LOST" });
     expect(await store.journal("a")).toEqual([]);
+  });
+
+  it("a batch of appends racing a takeover of one of its executions waits for it; only that append fails", async () => {
+    const store = createPostgresStore({ pool, schema });
+    const inTransaction = createPostgresStore({ pool: open as unknown as pg.Pool, schema });
+    const old = await createClaimed(store, "a", "worker-a", 0, 1_000);
+    const other = await createClaimed(store, "b", "worker-a", 0, 60_000);
+    const [taken] = await inTransaction.claim("worker-b", 1_000, 1_000, 1);
+    expect(taken?.record.id).toBe("a");
+    const appends = Promise.allSettled([
+      store.append("a", old, [entry("step:late#1")]),
+      store.append("b", other, [entry("step:fine#1")]),
+    ]);
+    await someoneWaitsForALock();
+    await open!.query("COMMIT");
+    const [a, b] = await appends;
+    expect(a).toMatchObject({ status: "rejected", reason: { code: "KEEL_LEASE_LOST" } });
+    expect(b.status).toBe("fulfilled");
+    expect(await store.journal("a")).toEqual([]);
+    expect((await store.journal("b")).map((e) => e.key)).toEqual(["step:fine#1"]);
   });
 
   it("a park racing a signal it waits for leaves the execution pending", async () => {

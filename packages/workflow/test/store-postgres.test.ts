@@ -107,6 +107,113 @@ describe.skipIf(!postgresUp)("the PostgreSQL store", () => {
     }
   });
 
+  describe("group commit: appends that arrive while one is in flight go out as one statement", () => {
+    /** A store whose statements are counted by their first word, and three claimed executions. */
+    async function setUp(ids: readonly string[]) {
+      const store = createPostgresStore({ pool, schema });
+      await store.init();
+      for (const id of ids) await store.create(exec(id, 0));
+      const claimed = await store.claim("worker-a", 10, 1_000, 10);
+      expect(claimed).toHaveLength(ids.length);
+      const sent: string[] = [];
+      const query = pool.query.bind(pool);
+      pool.query = ((config: { text: string }, ...rest: unknown[]) => {
+        sent.push(config.text.trim().split(/\s+/)[0]!);
+        return (query as (...a: unknown[]) => unknown)(config, ...rest);
+      }) as typeof pool.query;
+      const restore = async () => {
+        pool.query = query;
+        await pool.query(`TRUNCATE "${schema}".executions, "${schema}".journal, "${schema}".signals`);
+      };
+      return { store, sent, restore, lease: { owner: "worker-a", generation: 1 } };
+    }
+
+    it("concurrent appends of several executions go in one statement, each journal whole and in order", async () => {
+      const ids = ["a", "b", "c", "d"];
+      const { store, sent, restore, lease } = await setUp(ids);
+      try {
+        await Promise.all([
+          ...ids.map((id) => store.append(id, lease, [entry(`step:one#1`, { value: id })])),
+          ...ids.map((id) =>
+            store.append(id, lease, [entry("step:two#1", { value: id }), entry("step:three#1")]),
+          ),
+        ]);
+        expect(sent).toEqual(["WITH"]);
+        for (const id of ids)
+          expect((await store.journal(id)).map((e) => [e.key, e.value])).toEqual([
+            ["step:one#1", id],
+            ["step:two#1", id],
+            ["step:three#1", "step:three#1"],
+          ]);
+      } finally {
+        await restore();
+      }
+    });
+
+    it("one lost claim in a batch: that append is LeaseLostError, the others land", async () => {
+      const { store, sent, restore, lease } = await setUp(["a", "b", "c"]);
+      try {
+        const stale = { owner: "worker-a", generation: 0 };
+        await store.append("a", lease, [entry("step:first#1")]);
+        sent.length = 0;
+        const results = await Promise.allSettled([
+          store.append("a", lease, [entry("step:zero#1")]),
+          store.append("a", lease, [entry("step:one#1")]),
+          store.append("b", stale, [entry("step:one#1")]),
+          store.append("c", lease, [entry("step:one#1")]),
+        ]);
+        expect(sent).toEqual(["WITH"]);
+        expect(results.map((r) => r.status)).toEqual(["fulfilled", "fulfilled", "rejected", "fulfilled"]);
+        expect((results[2] as PromiseRejectedResult).reason).toMatchObject({
+          code: "KEEL_LEASE_LOST",
+          executionId: "b",
+          generation: 0,
+        });
+        expect((await store.journal("a")).map((e) => e.key)).toEqual([
+          "step:first#1",
+          "step:zero#1",
+          "step:one#1",
+        ]);
+        expect(await store.journal("b")).toEqual([]);
+        expect((await store.journal("c")).map((e) => e.key)).toEqual(["step:one#1"]);
+      } finally {
+        await restore();
+      }
+    });
+
+    it("a duplicate key in a batch fails only its append, with DuplicateEntryError naming it", async () => {
+      const { store, sent, restore, lease } = await setUp(["a", "b", "c"]);
+      try {
+        await store.append("b", lease, [entry("step:one#1")]);
+        sent.length = 0;
+        const results = await Promise.allSettled([
+          store.append("a", lease, [entry("step:zero#1")]),
+          store.append("a", lease, [entry("step:one#1")]),
+          store.append("b", lease, [entry("step:two#1"), entry("step:one#1")]),
+          store.append("c", lease, [entry("step:one#1")]),
+        ]);
+        expect(sent, "the batch, then its appends one by one").toEqual([
+          "WITH",
+          "INSERT",
+          "INSERT",
+          "INSERT",
+          "INSERT",
+        ]);
+        expect(results.map((r) => r.status)).toEqual(["fulfilled", "fulfilled", "rejected", "fulfilled"]);
+        expect((results[2] as PromiseRejectedResult).reason).toMatchObject({
+          code: "KEEL_DUPLICATE_ENTRY",
+          executionId: "b",
+          key: "step:one#1",
+        });
+        expect((await store.journal("a")).map((e) => e.key)).toEqual(["step:zero#1", "step:one#1"]);
+        expect((await store.journal("b")).map((e) => e.key)).toEqual(["step:one#1"]);
+        expect((await store.journal("c")).map((e) => e.key)).toEqual(["step:one#1"]);
+      } finally {
+        await restore();
+      }
+    });
+  });
+
   it("leaves a pool it was given open at close, and describes where it is", async () => {
     const store = createPostgresStore({ pool, schema });
     expect(store.description).toBe(`postgres 127.0.0.1:5432/test (schema ${schema})`);

@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL store: executions shared by a fleet of processes through one database. What each
  * operation costs, in round trips to the server: `append` one (one INSERT, whatever the number of
- * entries), `renew`/`park`/`release`/`finish`/`signal` one, `create` one (two when the id exists
+ * entries; appends of several executions that arrive together share one, see `flush`), `renew`/`park`/`release`/`finish`/`signal` one, `create` one (two when the id exists
  * and was created at the same moment elsewhere), `claim` one UPDATE, then, when some claimed
  * execution has a journal or signals, one query for all their journals and one for all their
  * signals, sent at once (a new execution's claim is the UPDATE alone).
@@ -18,7 +18,14 @@ import {
   toRecord,
   toSignal,
 } from "../store/sql-rows.js";
-import type { Claimed, ExecutionRecord, ListFilter, WorkflowStore } from "../store/store.js";
+import type {
+  Claimed,
+  ExecutionRecord,
+  JournalEntry,
+  Lease,
+  ListFilter,
+  WorkflowStore,
+} from "../store/store.js";
 import { DuplicateEntryError, LeaseLostError } from "../store/store-errors.js";
 import { migrate, quoteSchema } from "./schema.js";
 import { type Statement, statements } from "./statements.js";
@@ -70,6 +77,23 @@ export interface PgPoolLike {
 const UNIQUE_VIOLATION = "23505";
 
 /**
+ * Append statements in flight at once, per store. One: while it runs, the next appends gather into
+ * the following statement (see `flush`).
+ */
+const MAX_APPENDS_IN_FLIGHT = 1;
+/** Appends in one statement at most (a bound on its size; the rest wait for the next). */
+const MAX_APPENDS_PER_STATEMENT = 256;
+
+/** An append waiting for its statement. */
+interface Append {
+  readonly id: string;
+  readonly lease: Lease;
+  readonly entries: readonly JournalEntry[];
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
+/**
  * A {@link WorkflowStore} in PostgreSQL, through `pg` (an optional peer: `npm install pg`). Call
  * `init()` once per process before using it: it creates the schema and tables, or brings them up to
  * date, safely when several processes start at once.
@@ -107,6 +131,135 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
   const json = (value: unknown) => (value === null || value === undefined ? null : JSON.stringify(value));
   const lost = (id: string, owner: string, generation: number) => new LeaseLostError(id, owner, generation);
 
+  /** One append as its caller made it: one statement, its errors as the contract names them. */
+  const appendAlone = async ({ id, lease, entries }: Append): Promise<void> => {
+    if (entries.length === 0) {
+      const found = await q(sql.current, [id, lease.owner, lease.generation]);
+      if (found.rowCount !== 1) throw lost(id, lease.owner, lease.generation);
+      return;
+    }
+    let written: number | null;
+    try {
+      const claim = [id, lease.owner, lease.generation];
+      if (entries.length === 1) {
+        const e = entries[0]!;
+        written = (
+          await q(sql.appendOne, [
+            ...claim,
+            e.key,
+            e.kind,
+            e.ok,
+            JSON.stringify(e.value),
+            json(e.error),
+            e.attempts,
+            e.startedAt,
+            e.endedAt,
+          ])
+        ).rowCount;
+      } else {
+        written = (
+          await q(sql.append, [
+            ...claim,
+            entries.map((e) => e.key),
+            entries.map((e) => e.kind),
+            entries.map((e) => e.ok),
+            entries.map((e) => JSON.stringify(e.value)),
+            entries.map((e) => json(e.error)),
+            entries.map((e) => e.attempts),
+            entries.map((e) => e.startedAt),
+            entries.map((e) => e.endedAt),
+          ])
+        ).rowCount;
+      }
+    } catch (e) {
+      if ((e as { code?: unknown }).code === UNIQUE_VIOLATION)
+        throw new DuplicateEntryError(id, duplicateKey(e, id, entries));
+      throw e;
+    }
+    // Nothing written: the claim's row did not match (rows are written all or none).
+    if (written === 0) throw lost(id, lease.owner, lease.generation);
+  };
+
+  /**
+   * Several claims' appends in one statement (`appendMany`): each is still all or none (one
+   * statement is atomic, and an execution's rows all pass its fence or none does). A duplicate key
+   * fails the whole statement, so the batch is then sent again one append at a time, to fail only
+   * the append that holds it, with its key.
+   */
+  const appendTogether = async (batch: readonly Append[]): Promise<void> => {
+    const cols: unknown[][] = Array.from({ length: 11 }, () => []);
+    for (const { id, lease, entries } of batch)
+      for (const e of entries) {
+        cols[0]!.push(id);
+        cols[1]!.push(lease.owner);
+        cols[2]!.push(lease.generation);
+        cols[3]!.push(e.key);
+        cols[4]!.push(e.kind);
+        cols[5]!.push(e.ok);
+        cols[6]!.push(JSON.stringify(e.value));
+        cols[7]!.push(json(e.error));
+        cols[8]!.push(e.attempts);
+        cols[9]!.push(e.startedAt);
+        cols[10]!.push(e.endedAt);
+      }
+    let landed: Set<string>;
+    try {
+      const rows = (await q<{ execution_id: string }>(sql.appendMany, cols)).rows;
+      landed = new Set(rows.map((r) => r.execution_id));
+    } catch (e) {
+      if ((e as { code?: unknown }).code !== UNIQUE_VIOLATION) {
+        for (const a of batch) a.reject(e);
+        return;
+      }
+      // In order: one execution's appends land in the order they were made.
+      for (const a of batch) await appendAlone(a).then(a.resolve, a.reject);
+      return;
+    }
+    for (const a of batch)
+      if (landed.has(a.id)) a.resolve();
+      else a.reject(lost(a.id, a.lease.owner, a.lease.generation));
+  };
+
+  // Group commit: appends that arrive while others are in flight wait, and go out together as one
+  // statement (one round trip, one commit, one WAL flush) when a slot frees. With 16 executions
+  // stepping at once, ~16 commits become one.
+  let queued: Append[] = [];
+  let inFlight = 0;
+  let flushScheduled = false;
+  const flush = () => {
+    flushScheduled = false;
+    if (queued.length === 0 || inFlight >= MAX_APPENDS_IN_FLIGHT) return;
+    // One execution's appends under two claims (a lost incarnation's and the new one's) never share
+    // a statement: what comes back is which executions got rows.
+    const batch: Append[] = [];
+    const rest: Append[] = [];
+    const leaseOf = new Map<string, Lease>();
+    for (const a of queued) {
+      const seen = leaseOf.get(a.id);
+      const fits =
+        batch.length === 0 ||
+        (a.entries.length > 0 &&
+          batch[0]!.entries.length > 0 &&
+          batch.length < MAX_APPENDS_PER_STATEMENT &&
+          (seen === undefined || (seen.owner === a.lease.owner && seen.generation === a.lease.generation)));
+      if (!fits) rest.push(a);
+      else {
+        batch.push(a);
+        leaseOf.set(a.id, a.lease);
+      }
+    }
+    queued = rest;
+    inFlight++;
+    const sent =
+      batch.length === 1
+        ? appendAlone(batch[0]!).then(batch[0]!.resolve, batch[0]!.reject)
+        : appendTogether(batch);
+    void sent.finally(() => {
+      inFlight--;
+      flush();
+    });
+  };
+
   return {
     description: `postgres ${where(pool)} (schema ${schema})`,
     init: () => migrate(pool, schema),
@@ -121,6 +274,8 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
         JSON.stringify(e.input),
         e.nowMs,
         e.deadlineAt,
+        e.claim?.owner ?? null,
+        e.claim?.leaseMs ?? null,
       ]);
       if (made.rows[0]) return { created: true, record: toRecord(made.rows[0]) };
       const existing = await this.get(e.id);
@@ -177,36 +332,14 @@ export function createPostgresStore(options: PostgresStoreOptions = {}): Workflo
     async renew(id, lease, leaseUntil) {
       return (await q(sql.renew, [id, lease.owner, lease.generation, leaseUntil])).rowCount === 1;
     },
-    async append(id, lease, entries) {
-      if (entries.length === 0) {
-        const found = await q(sql.current, [id, lease.owner, lease.generation]);
-        if (found.rowCount !== 1) throw lost(id, lease.owner, lease.generation);
-        return;
-      }
-      let written: number | null;
-      try {
-        written = (
-          await q(sql.append, [
-            id,
-            lease.owner,
-            lease.generation,
-            entries.map((e) => e.key),
-            entries.map((e) => e.kind),
-            entries.map((e) => e.ok),
-            entries.map((e) => JSON.stringify(e.value)),
-            entries.map((e) => json(e.error)),
-            entries.map((e) => e.attempts),
-            entries.map((e) => e.startedAt),
-            entries.map((e) => e.endedAt),
-          ])
-        ).rowCount;
-      } catch (e) {
-        if ((e as { code?: unknown }).code === UNIQUE_VIOLATION)
-          throw new DuplicateEntryError(id, duplicateKey(e, id, entries));
-        throw e;
-      }
-      // Nothing written: the claim's row did not match (rows are written all or none).
-      if (written === 0) throw lost(id, lease.owner, lease.generation);
+    append(id, lease, entries) {
+      return new Promise<void>((resolve, reject) => {
+        queued.push({ id, lease, entries, resolve, reject });
+        if (!flushScheduled && inFlight < MAX_APPENDS_IN_FLIGHT) {
+          flushScheduled = true;
+          queueMicrotask(flush);
+        }
+      });
     },
     async park(id, lease, park) {
       const done = await q(sql.park, [

@@ -39,10 +39,16 @@ export function statements(s: string) {
     "(cancel_requested IS NOT NULL OR EXISTS (SELECT 1 FROM jsonb_each_text(signal_last) AS l(name, seq) " +
     "WHERE l.name = ANY($6::text[]) AND l.seq::bigint > $8::bigint))";
   return {
-    /** $1 id, $2 workflow, $3 version, $4 input, $5 now, $6 deadlineAt: the new record, or none if the id exists. */
+    /**
+     * $1 id, $2 workflow, $3 version, $4 input, $5 now, $6 deadlineAt, $7 owner and $8 leaseMs (both
+     * null: pending; else claimed by $7): the new record, or none if the id exists.
+     */
     create: named(
-      `INSERT INTO ${s}.executions (id, workflow, version, input, status, created_at, updated_at, deadline_at, due_at)
-       VALUES ($1, $2, $3, $4, 'pending', $5, $5, $6, $5)
+      `INSERT INTO ${s}.executions (id, workflow, version, input, status, created_at, updated_at, deadline_at, due_at,
+                                    owner, lease_until, generation)
+       VALUES ($1, $2, $3, $4, CASE WHEN $7::text IS NULL THEN 'pending' ELSE 'running' END, $5, $5, $6,
+               $5::bigint + coalesce($8::bigint, 0), $7, $5::bigint + $8::bigint,
+               CASE WHEN $7::text IS NULL THEN 0 ELSE 1 END)
        ON CONFLICT (id) DO NOTHING
        RETURNING ${EXECUTION_COLUMNS}`,
     ),
@@ -91,6 +97,35 @@ export function statements(s: string) {
               AS u(key, kind, ok, value, error, attempts, started_at, ended_at)
        WHERE e.${mine.replace(/ AND /g, " AND e.")}
        FOR KEY SHARE OF e`,
+    ),
+    /** $1..$3 the claim, $4..$11 one entry's columns: the common append, with scalar parameters. */
+    appendOne: named(
+      `INSERT INTO ${s}.journal (execution_id, key, kind, ok, value, error, attempts, started_at, ended_at)
+       SELECT e.id, $4::text, $5::text, $6::boolean, $7::text, $8::text, $9::integer, $10::bigint, $11::bigint
+       FROM ${s}.executions e
+       WHERE e.${mine.replace(/ AND /g, " AND e.")}
+       FOR KEY SHARE OF e`,
+    ),
+    /**
+     * Appends of several claims in one statement (the store's group commit): each row names its
+     * execution and claim ($1..$3), joined to the execution's row under the same fence and lock as
+     * `append`; the ids of the executions that got rows come back, and one that got none lost its
+     * claim. Rows go in in the arrays' order (`ORDER BY n`), so each journal's `pos` follows its
+     * appends' order.
+     */
+    appendMany: named(
+      `WITH written AS (
+         INSERT INTO ${s}.journal (execution_id, key, kind, ok, value, error, attempts, started_at, ended_at)
+         SELECT e.id, u.key, u.kind, u.ok, u.value, u.error, u.attempts, u.started_at, u.ended_at
+         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::boolean[], $7::text[],
+                     $8::text[], $9::integer[], $10::bigint[], $11::bigint[])
+                WITH ORDINALITY AS u(id, owner, generation, key, kind, ok, value, error, attempts, started_at, ended_at, n)
+         JOIN ${s}.executions e ON e.id = u.id AND e.owner = u.owner AND e.generation = u.generation
+         ORDER BY u.n
+         FOR KEY SHARE OF e
+         RETURNING execution_id
+       )
+       SELECT DISTINCT execution_id FROM written`,
     ),
     /** Whether the claim is current, for an append of no entries. */
     current: named(`SELECT 1 FROM ${s}.executions WHERE ${mine}`),

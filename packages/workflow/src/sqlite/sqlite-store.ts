@@ -159,14 +159,16 @@ export function createSqliteStore(options: SqliteStoreOptions): WorkflowStore {
       db.close();
     },
     async create(e) {
-      const made = ready().create.get({
+      const made = firstRow(ready().create, {
         id: e.id,
         workflow: e.workflow,
         version: e.version,
         input: JSON.stringify(e.input),
         now: e.nowMs,
         deadlineAt: e.deadlineAt,
-      }) as ExecutionRow | undefined;
+        owner: e.claim?.owner ?? null,
+        leaseUntil: e.claim ? e.nowMs + e.claim.leaseMs : null,
+      });
       if (made !== undefined) return { created: true, record: toRecord(made) };
       const existing = get(e.id);
       if (existing === null) throw new Error(`create(${e.id}): the execution exists and cannot be read`);
@@ -242,7 +244,7 @@ export function createSqliteStore(options: SqliteStoreOptions): WorkflowStore {
       return signalTx.immediate(id, name, JSON.stringify(payload), nowMs);
     },
     async requestCancel(id, reason, nowMs) {
-      const changed = ready().requestCancel.get({ id, reason, now: nowMs }) as ExecutionRow | undefined;
+      const changed = firstRow(ready().requestCancel, { id, reason, now: nowMs });
       return changed === undefined ? get(id) : toRecord(changed);
     },
     async nextDueAt() {
@@ -252,3 +254,13 @@ export function createSqliteStore(options: SqliteStoreOptions): WorkflowStore {
 }
 
 type Entry = Parameters<WorkflowStore["append"]>[2][number];
+
+/**
+ * The row a write's RETURNING gives, the statement run to its end (`all`, not `get`): SQLite calls
+ * its WAL hook, which runs the automatic checkpoint, only when a statement steps to its end in
+ * autocommit mode; `get` stops at the first row and resets the statement, which commits without
+ * it. With `get`, creating 20,000 executions left a 380 MB WAL never checkpointed.
+ */
+function firstRow(statement: BetterSqlite3.Statement, params: object): ExecutionRow | undefined {
+  return (statement.all(params) as ExecutionRow[])[0];
+}

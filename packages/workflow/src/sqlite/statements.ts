@@ -19,8 +19,11 @@ export function prepare(db: Database.Database): Statements {
   const wakes = `status IN ${PARKED} AND EXISTS (SELECT 1 FROM json_each(waiting_for) WHERE value = @name)`;
   return {
     create: s(
-      `INSERT INTO executions (id, workflow, version, input, status, created_at, updated_at, deadline_at, due_at)
-       VALUES (@id, @workflow, @version, @input, 'pending', @now, @now, @deadlineAt, @now)
+      `INSERT INTO executions (id, workflow, version, input, status, created_at, updated_at, deadline_at, due_at,
+                               owner, lease_until, generation)
+       VALUES (@id, @workflow, @version, @input, CASE WHEN @owner IS NULL THEN 'pending' ELSE 'running' END,
+               @now, @now, @deadlineAt, coalesce(@leaseUntil, @now), @owner, @leaseUntil,
+               CASE WHEN @owner IS NULL THEN 0 ELSE 1 END)
        ON CONFLICT (id) DO NOTHING
        RETURNING ${EXECUTION_COLUMNS}`,
     ),

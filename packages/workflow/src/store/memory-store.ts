@@ -5,6 +5,7 @@
  * @module
  */
 
+import { type DueEntry, DueHeap } from "./due-heap.js";
 import {
   type Claimed,
   ENDED_STATUSES,
@@ -23,6 +24,12 @@ import { DuplicateEntryError, LeaseLostError } from "./store-errors.js";
 
 interface Row {
   record: ExecutionRecord;
+  /** Creation order: ties of due instants go oldest first. */
+  readonly order: number;
+  /** Bumped when the row's due instant changes: heap entries of other versions are stale. */
+  dueVersion: number;
+  /** When the row is next due (see `dueAt`), or null: not in the heap. */
+  due: number | null;
   /** Journal entries in the order written. */
   journal: JournalEntry[];
   keys: Set<string>;
@@ -44,6 +51,8 @@ const copy = <T>(value: T): T => (value === undefined ? value : JSON.parse(JSON.
  */
 export function createMemoryStore(): WorkflowStore {
   const rows = new Map<string, Row>();
+  const heap = new DueHeap<Row>();
+  let withDue = 0;
   const ended = (r: ExecutionRecord) => ENDED_STATUSES.includes(r.status);
   const current = (id: string, lease: Lease): Row => {
     const row = rows.get(id);
@@ -55,9 +64,6 @@ export function createMemoryStore(): WorkflowStore {
     )
       throw new LeaseLostError(id, lease.owner, lease.generation);
     return row;
-  };
-  const update = (row: Row, patch: Partial<ExecutionRecord>) => {
-    row.record = { ...row.record, ...patch };
   };
   const runnable = (r: ExecutionRecord, nowMs: number) => {
     if (ended(r)) return false;
@@ -72,6 +78,22 @@ export function createMemoryStore(): WorkflowStore {
         ? r.updatedAt
         : r.wakeAt;
 
+  /** Keeps the row's place in the heap: a new entry when its due instant changed. */
+  const index = (row: Row) => {
+    const due = ended(row.record) ? null : dueAt(row.record);
+    if (due === row.due) return;
+    if (row.due !== null) withDue--;
+    row.due = due;
+    row.dueVersion++;
+    if (due === null) return;
+    withDue++;
+    heap.push({ at: due, order: row.order, version: row.dueVersion, row });
+    if (heap.size > 2 * withDue + 1_024) heap.compact();
+  };
+  const update = (row: Row, patch: Partial<ExecutionRecord>) => {
+    row.record = { ...row.record, ...patch };
+    index(row);
+  };
   return {
     description: "memory",
     async init() {},
@@ -84,22 +106,32 @@ export function createMemoryStore(): WorkflowStore {
         workflow: e.workflow,
         version: e.version,
         input: copy(e.input),
-        status: "pending",
+        status: e.claim ? "running" : "pending",
         createdAt: e.nowMs,
         updatedAt: e.nowMs,
         deadlineAt: e.deadlineAt,
         wakeAt: null,
         waitingFor: [],
         waitingOn: null,
-        owner: null,
-        leaseUntil: null,
-        generation: 0,
+        owner: e.claim?.owner ?? null,
+        leaseUntil: e.claim ? e.nowMs + e.claim.leaseMs : null,
+        generation: e.claim ? 1 : 0,
         cancelRequested: null,
         output: null,
         error: null,
         endedAt: null,
       };
-      rows.set(e.id, { record, journal: [], keys: new Set(), signals: [] });
+      const row: Row = {
+        record,
+        order: rows.size,
+        dueVersion: 0,
+        due: null,
+        journal: [],
+        keys: new Set(),
+        signals: [],
+      };
+      rows.set(e.id, row);
+      index(row);
       return { created: true, record: copy(record) };
     },
     async get(id) {
@@ -127,11 +159,21 @@ export function createMemoryStore(): WorkflowStore {
       return copy(rows.get(id)?.signals ?? []);
     },
     async claim(owner, nowMs, leaseMs, limit, only) {
-      const due = [...rows.values()]
-        .filter((r) => runnable(r.record, nowMs))
-        .filter((r) => only === undefined || only.includes(`${r.record.workflow}@${r.record.version}`))
-        .sort((a, b) => (dueAt(a.record) ?? 0) - (dueAt(b.record) ?? 0))
-        .slice(0, limit);
+      // Due entries in order (oldest due first), up to `limit`; those it does not take go back.
+      const due: Row[] = [];
+      const skipped: DueEntry<Row>[] = [];
+      for (
+        let top = heap.peek();
+        top !== undefined && top.at <= nowMs && due.length < limit;
+        top = heap.peek()
+      ) {
+        heap.pop();
+        const r = top.row.record;
+        if (runnable(r, nowMs) && (only === undefined || only.includes(`${r.workflow}@${r.version}`)))
+          due.push(top.row);
+        else skipped.push(top);
+      }
+      for (const e of skipped) heap.push(e);
       const out: Claimed[] = [];
       for (const row of due) {
         update(row, {
@@ -222,13 +264,7 @@ export function createMemoryStore(): WorkflowStore {
       return copy(row.record);
     },
     async nextDueAt() {
-      let next: number | null = null;
-      for (const { record: r } of rows.values()) {
-        if (ended(r)) continue;
-        const at = dueAt(r);
-        if (at !== null && (next === null || at < next)) next = at;
-      }
-      return next;
+      return heap.peek()?.at ?? null;
     },
   };
 }

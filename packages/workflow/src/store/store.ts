@@ -172,6 +172,12 @@ export interface NewExecution {
   readonly deadlineAt: number | null;
   /** Now, on the engine's clock. */
   readonly nowMs: number;
+  /**
+   * Creates it already claimed, as `claim` would have (`running`, this owner, a lease until
+   * `nowMs + leaseMs`, generation 1): the engine's `start` runs what it can at once, with no claim
+   * to wait for. An id that exists is left as it is, claimed by no one new.
+   */
+  readonly claim?: { readonly owner: string; readonly leaseMs: number };
 }
 
 /**
@@ -392,7 +398,10 @@ export interface WorkflowStore {
   init(): Promise<void>;
   /** Closes what the store opened (a pool it was given stays open). */
   close(): Promise<void>;
-  /** Creates the execution, `pending`; an id that exists is left as it is (`created: false`). */
+  /**
+   * Creates the execution, `pending` (or claimed, with `claim`); an id that exists is left as it is
+   * (`created: false`).
+   */
   create(execution: NewExecution): Promise<{ created: boolean; record: ExecutionRecord }>;
   /** The execution's record, or null when there is none. */
   get(id: string): Promise<ExecutionRecord | null>;

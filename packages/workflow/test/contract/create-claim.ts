@@ -10,6 +10,43 @@ export function describeCreateAndClaim(makeStore: MakeStore): void {
   describe("create", () => {
     const store = useStore(makeStore);
 
+    it("with claim, makes it already claimed: running, the owner's, its lease, generation 1", async () => {
+      const made = await store().create(exec("a", 10, { claim: { owner: "worker-a", leaseMs: 1_000 } }));
+      expect(made.created).toBe(true);
+      expect(made.record).toMatchObject({
+        status: "running",
+        owner: "worker-a",
+        leaseUntil: 1_010,
+        generation: 1,
+        createdAt: 10,
+        updatedAt: 10,
+      });
+      expect(await store().get("a")).toEqual(made.record);
+      expect(await runnableIds(store(), 1_009), "no one else claims it while its lease holds").toEqual([]);
+      const lease = { owner: "worker-a", generation: 1 };
+      await store().append("a", lease, [entry("step:one#1")]);
+      expect(await store().renew("a", lease, 2_000)).toBe(true);
+      await store().finish("a", lease, { status: "completed", output: 1, nowMs: 20 });
+      expect(await store().get("a")).toMatchObject({ status: "completed", owner: null });
+    });
+
+    it("with claim, of an id that exists, claims nothing and leaves it as it is", async () => {
+      const first = await store().create(exec("a", 10));
+      const again = await store().create(exec("a", 20, { claim: { owner: "worker-b", leaseMs: 1_000 } }));
+      expect(again).toEqual({ created: false, record: first.record });
+      expect(await runnableIds(store(), 20)).toEqual(["a"]);
+    });
+
+    it("a claimed create whose lease ended is claimed again by another owner, at generation 2", async () => {
+      await store().create(exec("a", 0, { claim: { owner: "worker-a", leaseMs: 1_000 } }));
+      await store().create(exec("b", 0));
+      const [first, second] = await store().claim("worker-b", 1_000, 1_000, 10);
+      expect([first?.record.id, second?.record.id].sort()).toEqual(["a", "b"]);
+      const a = [first, second].find((c) => c?.record.id === "a")!;
+      expect(a.record).toMatchObject({ owner: "worker-b", generation: 2, status: "running" });
+      expect(a.journal).toEqual([]);
+    });
+
     it("makes a pending execution, unowned, at generation 0", async () => {
       const made = await store().create(exec("a", 10, { version: 3, input: { n: 1 }, deadlineAt: 5_000 }));
       expect(made).toEqual({

@@ -188,6 +188,41 @@ export function describeFencingAndJournal(makeStore: MakeStore): void {
       expect(await store().journal("a")).toEqual([]);
     });
 
+    it("concurrent appends of several executions are each all or none: a lost claim and a duplicate fail only their own", async () => {
+      for (const [id, at] of [
+        ["a", 0],
+        ["b", 1],
+        ["c", 2],
+      ] as const)
+        await store().create(exec(id, at));
+      expect(await store().claim("worker-a", 5, 1_000, 10)).toHaveLength(3);
+      const lease = { owner: "worker-a", generation: 1 };
+      await store().append("b", lease, [entry("step:one#1")]);
+      const results = await Promise.allSettled([
+        store().append("a", lease, [entry("step:one#1"), entry("step:two#1")]),
+        store().append("b", lease, [entry("step:two#1"), entry("step:one#1")]),
+        store().append("c", { owner: "worker-a", generation: 2 }, [entry("step:one#1")]),
+        store().append("a", lease, [entry("step:three#1")]),
+      ]);
+      expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "rejected", "fulfilled"]);
+      expect((results[1] as PromiseRejectedResult).reason).toMatchObject({
+        code: "KEEL_DUPLICATE_ENTRY",
+        executionId: "b",
+        key: "step:one#1",
+      });
+      expect((results[2] as PromiseRejectedResult).reason).toMatchObject({
+        code: "KEEL_LEASE_LOST",
+        executionId: "c",
+      });
+      expect((await store().journal("a")).map((x) => x.key)).toEqual([
+        "step:one#1",
+        "step:two#1",
+        "step:three#1",
+      ]);
+      expect((await store().journal("b")).map((x) => x.key)).toEqual(["step:one#1"]);
+      expect(await store().journal("c")).toEqual([]);
+    });
+
     it("keeps each execution's journal apart: one key in two executions is fine", async () => {
       await store().create(exec("a", 0));
       await store().create(exec("b", 1));

@@ -37,6 +37,7 @@ import type {
   WorkflowStore,
 } from "./store/store.js";
 import { ENDED_STATUSES } from "./store/store.js";
+import { storeCall } from "./store-call.js";
 import { type ExecutionView, viewOf } from "./view.js";
 
 /**
@@ -76,6 +77,12 @@ export interface WorkflowEngineOptions {
   readonly pollMs?: number;
   /** A quiet body parks when its next wake is at least this far away (default 1,000). */
   readonly parkAfterMs?: number;
+  /**
+   * The bound on every call to the store (default 10,000; `Infinity` allowed): a call past it fails
+   * with `StoreTimeoutError` (an execution stops here and resumes elsewhere; a claim reports the
+   * store down).
+   */
+  readonly storeTimeoutMs?: number;
   /** This process's name in claims (default `host:pid:random`). */
   readonly owner?: string;
   /** False for an engine that only starts, signals and reads executions, running none (default true). */
@@ -204,6 +211,7 @@ function checkOptions(options: WorkflowEngineOptions): Config {
     "leaseMs",
     "pollMs",
     "parkAfterMs",
+    "storeTimeoutMs",
     "owner",
     "run",
   ]);
@@ -224,6 +232,7 @@ function checkOptions(options: WorkflowEngineOptions): Config {
     leaseMs: checkMs(`${at} { leaseMs }`, options.leaseMs ?? 30_000, { allowInfinity: false, min: 3 }),
     pollMs: checkMs(`${at} { pollMs }`, options.pollMs ?? 1_000, { allowInfinity: false, min: 1 }),
     parkAfterMs: checkMs(`${at} { parkAfterMs }`, options.parkAfterMs ?? 1_000),
+    storeTimeoutMs: checkMs(`${at} { storeTimeoutMs }`, options.storeTimeoutMs ?? 10_000, { min: 1 }),
     owner,
     run: options.run ?? true,
   };
@@ -263,7 +272,7 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
   return resource<WorkflowEngine>(function* workflowEngine(provide) {
     const clock = yield* useClock();
     const scope = yield* useScope();
-    yield* until(store.init());
+    yield* until(storeCall(clock, store, config.storeTimeoutMs, "init", () => store.init()));
     const live = new Map<string, Incarnation>();
     // What this engine claims: only executions of the definitions it has (a rolling deploy's old
     // process leaves a new version's executions to the new ones, instead of failing them).
@@ -285,6 +294,7 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
       owner: config.owner,
       leaseMs: config.leaseMs,
       parkAfterMs: config.parkAfterMs,
+      storeTimeoutMs: config.storeTimeoutMs,
       find: (name, version) => definitions.get(`${name}@${version}`),
       known: () => [...definitions.keys()],
       started: (inc) => live.set(inc.id, inc),
@@ -294,10 +304,8 @@ export function startWorkflowEngine(options: WorkflowEngineOptions): Operation<W
         doorbell();
       },
     };
-    const io = <T>(what: string, call: () => Promise<T>): Operation<T> => {
-      const release = clock.hold?.(`workflow store ${store.description}: ${what}`);
-      return until(call().finally(() => release?.()));
-    };
+    const io = <T>(what: string, call: () => Promise<T>): Operation<T> =>
+      until(storeCall(clock, store, config.storeTimeoutMs, what, call));
     /** Waits until rung, or `ms` on the engine's clock. */
     const nap = (ms: number, description: string) =>
       new DurableWait<void>(description, (resolve) => {

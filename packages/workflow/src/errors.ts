@@ -261,3 +261,27 @@ export function isWorkflowFailedError(e: unknown): e is WorkflowFailedError {
 export function isExecutionDeadlineError(e: unknown): e is ExecutionDeadlineError {
   return hasCode(e, "KEEL_EXECUTION_DEADLINE");
 }
+
+/**
+ * A store call that did not answer within the engine's `storeTimeoutMs`: an execution whose write
+ * timed out stops in this process (another resumes it); a claim that timed out reports the store
+ * down (`workflow:store`).
+ *
+ * @example
+ * ```ts
+ * import { StoreTimeoutError } from "@keel/workflow";
+ * const e = new StoreTimeoutError("postgres 127.0.0.1:5432/app", "append order-7", 10_000);
+ * console.log(e.code, e.message);
+ * // KEEL_STORE_TIMEOUT workflow store postgres 127.0.0.1:5432/app: append order-7 did not answer within 10000 ms
+ * ```
+ */
+export class StoreTimeoutError extends KeelError {
+  constructor(
+    readonly store: string,
+    readonly call: string,
+    readonly timeoutMs: number,
+  ) {
+    super("KEEL_STORE_TIMEOUT", `workflow store ${store}: ${call} did not answer within ${timeoutMs} ms`);
+    this.name = "StoreTimeoutError";
+  }
+}

@@ -30,6 +30,7 @@ import type {
   SignalRecord,
   WorkflowStore,
 } from "./store/store.js";
+import { storeCall } from "./store-call.js";
 
 export type IncarnationState = "running" | "parking" | "parked" | "lost" | "shutdown";
 
@@ -43,6 +44,8 @@ export interface IncarnationInit {
   readonly lease: Lease;
   /** A quiet body parks when its next wake is at least this far away. */
   readonly parkAfterMs: number;
+  /** The bound on each store call (see `store-call.ts`). */
+  readonly storeTimeoutMs: number;
   /** Told of each change people may want to see (`workflow:*` events, the engine's counters). */
   readonly onPark?: (park: Park) => void;
 }
@@ -80,6 +83,7 @@ export class Incarnation {
   /** Set by a step just before it spawns its task (see `guard.spawned`). */
   spawningStep = false;
   private readonly parkAfterMs: number;
+  private readonly storeTimeoutMs: number;
 
   constructor(init: IncarnationInit) {
     this.record = init.record;
@@ -88,6 +92,7 @@ export class Incarnation {
     this.clock = init.clock;
     this.lease = init.lease;
     this.parkAfterMs = init.parkAfterMs;
+    this.storeTimeoutMs = init.storeTimeoutMs;
     for (const e of init.journal) {
       this.journal.set(e.key, e);
       this.unconsumed.add(e.key);
@@ -275,11 +280,10 @@ export class Incarnation {
   }
 
   /**
-   * Runs a store call with the clock held (a virtual clock does not jump while it is in flight).
+   * Runs a store call, bounded by `storeTimeoutMs`, the clock held meanwhile (see `store-call.ts`).
    */
   io<T>(what: string, call: () => Promise<T>): Promise<T> {
-    const release = this.clock.hold?.(`workflow store ${this.store.description}: ${what} ${this.id}`);
-    return call().finally(() => release?.());
+    return storeCall(this.clock, this.store, this.storeTimeoutMs, `${what} ${this.id}`, call);
   }
 
   /**

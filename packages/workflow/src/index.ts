@@ -33,6 +33,7 @@ export {
   NonDurableWaitError,
   NotInWorkflowError,
   NotJournalableError,
+  StoreTimeoutError,
   UnknownWorkflowError,
   WorkflowFailedError,
 } from "./errors.js";

@@ -27,6 +27,7 @@ import { Incarnation } from "./incarnation.js";
 import { journalError, restoreError, unwrapValue, wrapValue } from "./json.js";
 import type { Claimed, Finish, WorkflowStore } from "./store/store.js";
 import { LeaseLostError } from "./store/store-errors.js";
+import { storeCall } from "./store-call.js";
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
@@ -36,6 +37,7 @@ export interface RunContext {
   readonly owner: string;
   readonly leaseMs: number;
   readonly parkAfterMs: number;
+  readonly storeTimeoutMs: number;
   find(name: string, version: number): Workflow<unknown, unknown> | undefined;
   known(): string[];
   /** Called when the run starts and when it ends (the engine's live map, its doorbell). */
@@ -53,7 +55,9 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
       const error = new UnknownWorkflowError(record.workflow, record.version, ctx.known());
       const finish: Finish = { status: "failed", error: journalError(error), nowMs: ctx.clock.now() };
       const written = yield* until(
-        ctx.store.finish(record.id, lease, finish).then(
+        storeCall(ctx.clock, ctx.store, ctx.storeTimeoutMs, `finish ${record.id}`, () =>
+          ctx.store.finish(record.id, lease, finish),
+        ).then(
           () => true,
           () => false,
         ),
@@ -70,6 +74,7 @@ export function runExecution(ctx: RunContext, claimed: Claimed): () => Operation
       clock: ctx.clock,
       lease,
       parkAfterMs: ctx.parkAfterMs,
+      storeTimeoutMs: ctx.storeTimeoutMs,
     });
     ctx.started(inc);
     const wanted = yield* eventsWanted();

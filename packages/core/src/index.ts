@@ -5,6 +5,7 @@
  * @module @keel/core
  */
 
+export { argumentChecks } from "./argument-checks.js";
 export type { KeelErrorCode } from "./errors.js";
 export {
   errorCodes,

@@ -38,13 +38,14 @@ function cyclesOf(graph: ReadonlyMap<string, readonly string[]>): string[] {
 }
 
 /**
- * The layer of a file: its folder; `errors.ts` and `format-value.ts` are the kernel's (every layer
- * raises errors and formats values); `run.ts` and `index.ts` are their own.
+ * The layer of a file: its folder; `errors.ts`, `format-value.ts` and `argument-checks.ts` are the
+ * kernel's (every layer raises errors, formats values, checks arguments); `run.ts` and `index.ts` are
+ * their own.
  */
 function layerOf(file: string): string {
   const slash = file.indexOf("/");
   if (slash >= 0) return file.slice(0, slash);
-  if (file === "errors.ts" || file === "format-value.ts") return "kernel";
+  if (file === "errors.ts" || file === "format-value.ts" || file === "argument-checks.ts") return "kernel";
   return file.slice(0, -".ts".length);
 }
 

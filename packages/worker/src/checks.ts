@@ -1,57 +1,8 @@
 /**
- * Argument checks: bad input is a typed error whose message names the parameter, the rule and the
- * value, with the code `KEEL_INVALID_ARGUMENT` (as `@keel/core`'s own checks).
+ * The argument checks this package shares with the others built on Keel (`argumentChecks` in
+ * `@keel/core`): the same messages and code everywhere.
  * @module
  */
+import { argumentChecks } from "@keel/core";
 
-function describe(v: unknown): string {
-  if (typeof v === "string") return JSON.stringify(v);
-  if (typeof v === "function") return `function ${v.name || "(anonymous)"}`;
-  if (v === null || typeof v !== "object") return String(v);
-  return Array.isArray(v) ? "an array" : "an object";
-}
-
-function coded<E extends Error>(e: E): E {
-  Object.defineProperty(e, "code", { value: "KEEL_INVALID_ARGUMENT", enumerable: true });
-  return e;
-}
-
-export function invalidType(parameter: string, rule: string, got: unknown): TypeError {
-  return coded(new TypeError(`${parameter}: expected ${rule}, got ${describe(got)}`));
-}
-
-export function invalidRange(parameter: string, rule: string, got: unknown): RangeError {
-  return coded(new RangeError(`${parameter}: expected ${rule}, got ${describe(got)}`));
-}
-
-/** A duration: a number ≥ 0, finite unless `allowInfinity`; `min` for those that must be positive. */
-export function checkMs(parameter: string, v: unknown, { allowInfinity = true, min = 0 } = {}): number {
-  const ok = typeof v === "number" && !Number.isNaN(v) && v >= min && (allowInfinity || v !== Infinity);
-  const bound = min > 0 ? `> 0` : "≥ 0";
-  if (!ok)
-    throw invalidRange(
-      parameter,
-      allowInfinity ? `a number ${bound} (or Infinity)` : `a finite number ${bound}`,
-      v,
-    );
-  return v;
-}
-
-export function checkWhole(parameter: string, v: unknown, min: number): number {
-  if (typeof v !== "number" || !Number.isInteger(v) || v < min)
-    throw invalidRange(parameter, `a whole number ≥ ${min}`, v);
-  return v;
-}
-
-export function checkObject(parameter: string, v: unknown): Record<string, unknown> {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) throw invalidType(parameter, "an object", v);
-  return v as Record<string, unknown>;
-}
-
-/** Refuses keys the API does not know: a misspelt option must not be silently ignored. */
-export function checkKeys(parameter: string, v: Record<string, unknown>, known: readonly string[]): void {
-  for (const key of Object.keys(v)) {
-    if (!known.includes(key))
-      throw invalidType(`${parameter} { ${key} }`, `one of the known options (${known.join(", ")})`, key);
-  }
-}
+export const { invalidType, invalidRange, checkMs, checkWhole, checkObject, checkKeys } = argumentChecks;

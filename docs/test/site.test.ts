@@ -17,24 +17,19 @@
  * skipped with one line saying how to install it, unless `KEEL_REQUIRE_CHROMIUM=1` (CI) makes that a
  * failure.
  */
-import { execFile, execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chromiumRequired, findChromium, headless } from "../../packages/core/test/support/chromium.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const site = path.join(root, "docs", "site");
-const required = process.env.KEEL_REQUIRE_CHROMIUM === "1";
+const required = chromiumRequired;
 
-/** `KEEL_CHROMIUM` names the binary (and only it); otherwise Debian's path. */
-function findChromium(): string | null {
-  const candidates = process.env.KEEL_CHROMIUM ? [process.env.KEEL_CHROMIUM] : ["/usr/bin/chromium"];
-  return candidates.find((c) => existsSync(c)) ?? null;
-}
 const chromium = findChromium();
 if (!chromium && !required)
   console.warn(
@@ -85,35 +80,6 @@ function serve(dir: string): Promise<Server> {
     res.end(readFileSync(file));
   });
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
-}
-
-/** Runs headless Chromium once on `url` with `extra` flags (a fresh profile each time). */
-function headless(binary: string, url: string, extra: string[]): Promise<string> {
-  const profile = mkdtempSync(path.join(tmpdir(), "keel-chromium-"));
-  const flags = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    `--user-data-dir=${profile}`,
-    "--window-size=1280,1000",
-    "--hide-scrollbars",
-    // Lets the page's deferred scripts (the navigation, the search index) run before the capture.
-    "--virtual-time-budget=5000",
-    ...extra,
-    url,
-  ];
-  return new Promise((resolve, reject) => {
-    execFile(binary, flags, { maxBuffer: 64 * 1024 * 1024, timeout: 120_000 }, (error, stdout) => {
-      rmSync(profile, { recursive: true, force: true });
-      if (error) reject(error);
-      else resolve(stdout);
-    });
-  });
 }
 
 /** Every public package's entry points, as users import them (`@keel/core/http`). */

@@ -1,14 +1,4 @@
-/**
- * bull-board shows a Keel queue as it shows any BullMQ queue: its API (through `@bull-board/api`'s
- * BullMQ adapter, served by a plain `node:http` server, see fixtures/bull-board-server.ts) lists
- * Keel's jobs with their payload as data, their state, attempts, return value and failure; and the
- * real page in headless Chromium shows a job's payload (a screenshot is written to the temp dir:
- * `keel-bull-board.png`, to look at). Real Redis (its own prefix, its keys removed) and a real
- * Chromium: without Chromium the page test is skipped with one line saying how to install it,
- * unless `KEEL_REQUIRE_CHROMIUM=1` (CI) makes that a failure.
- */
-import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { constant, run, sleep, spawn } from "@keel/core";
@@ -16,14 +6,15 @@ import { useWorker } from "@keel/worker";
 import { useBullQueue } from "@keel/worker/bullmq";
 import { Queue as BullQueue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chromiumRequired, findChromium, headless } from "../../core/test/support/chromium.js";
 import { serveBullBoard } from "./fixtures/bull-board-server.js";
 import { redisUp, removeKeys } from "./redis.js";
 
 const connection = { host: "127.0.0.1", port: 6379 };
 const prefix = `keel-board-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
 const MARKER = "keel-board-payload-7731";
-const required = process.env.KEEL_REQUIRE_CHROMIUM === "1";
-const chromium = [process.env.KEEL_CHROMIUM ?? "/usr/bin/chromium"].find((c) => existsSync(c)) ?? null;
+const required = chromiumRequired;
+const chromium = findChromium();
 if (redisUp && !chromium && !required)
   console.warn(
     "bull-board page test skipped: Chromium is not installed (apt-get update && apt-get install -y chromium)",
@@ -122,8 +113,11 @@ describe.skipIf(!redisUp)("bull-board over a Keel queue (real Redis)", () => {
       const screenshot = path.join(tmpdir(), "keel-bull-board.png");
       rmSync(screenshot, { force: true });
       const [dom] = await Promise.all([
-        headless(chromium, url, ["--dump-dom"]),
-        headless(chromium, url, [`--screenshot=${screenshot}`]),
+        headless(chromium, url, ["--dump-dom"], { windowSize: "1280,900", timeoutMs: 50_000 }),
+        headless(chromium, url, [`--screenshot=${screenshot}`], {
+          windowSize: "1280,900",
+          timeoutMs: 50_000,
+        }),
       ]);
       // The page is built by the UI's scripts from the board's API: the job's id and its payload are
       // in the DOM only if both worked.
@@ -137,31 +131,3 @@ describe.skipIf(!redisUp)("bull-board over a Keel queue (real Redis)", () => {
     60_000,
   );
 });
-
-/** Runs headless Chromium once on `url` with `extra` flags (a fresh profile each time). */
-function headless(binary: string, url: string, extra: string[]): Promise<string> {
-  const profile = mkdtempSync(path.join(tmpdir(), "keel-chromium-"));
-  const flags = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    `--user-data-dir=${profile}`,
-    "--window-size=1280,900",
-    "--hide-scrollbars",
-    // Lets the page's scripts fetch the board's API and render before the capture.
-    "--virtual-time-budget=5000",
-    ...extra,
-    url,
-  ];
-  return new Promise((resolve, reject) => {
-    execFile(binary, flags, { maxBuffer: 64 * 1024 * 1024, timeout: 50_000 }, (error, stdout) => {
-      rmSync(profile, { recursive: true, force: true });
-      if (error) reject(error);
-      else resolve(stdout);
-    });
-  });
-}

@@ -107,12 +107,16 @@ interface Append {
  * @throws {MissingPackageError} when no `pool` is given and `pg` is not installed.
  * @example
  * ```ts
+ * import pg from "pg";
  * import { createPostgresStore } from "@keel/workflow/postgres";
- * const store = createPostgresStore({ connectionString: "postgres://postgres@127.0.0.1:5432/test", schema: "keel_example" });
+ * const pool = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:5432/test" });
+ * const store = createPostgresStore({ pool, schema: "keel_example" }); // your pool: it stays yours
  * await store.init();
  * await store.create({ id: "order-7", workflow: "checkout", version: 1, input: { cart: 7 }, deadlineAt: null, nowMs: Date.now() });
  * console.log((await store.get("order-7"))?.status); // pending
  * await store.close();
+ * await pool.query("DROP SCHEMA keel_example CASCADE"); // the example tidies up; your schema stays
+ * await pool.end();
  * ```
  */
 export function createPostgresStore(options: PostgresStoreOptions = {}): WorkflowStore {

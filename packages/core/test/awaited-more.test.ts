@@ -4,20 +4,11 @@
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { call, isKeelError, type KeelError, resource, run, scoped } from "@keel/core";
+import { call, resource, run, scoped } from "@keel/core";
 import { fromEffection } from "@keel/core/effection";
 import { createHttpClient } from "@keel/core/http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-
-async function awaitedError(op: object): Promise<KeelError> {
-  try {
-    await (op as unknown as Promise<unknown>);
-  } catch (e) {
-    if (isKeelError(e)) return e;
-    throw e;
-  }
-  throw new Error("await resolved");
-}
+import { awaitedError } from "./support/awaited.js";
 
 const server = createServer((_req, res) => res.end("hello"));
 let base = "";

@@ -14,7 +14,6 @@ import {
   createContext,
   createSemaphore,
   deadline,
-  isKeelError,
   KeelError,
   mapLimit,
   now,
@@ -37,17 +36,9 @@ import {
 } from "@keel/core";
 import { createHarness } from "@keel/testing";
 import { describe, expect, it } from "vitest";
+import { awaitedError } from "./support/awaited.js";
 
 /** What `await op` gave: the error it rejected with (the test fails if it resolved). */
-async function awaitedError(op: object): Promise<KeelError> {
-  try {
-    await (op as unknown as Promise<unknown>);
-  } catch (e) {
-    if (isKeelError(e)) return e;
-    throw e;
-  }
-  throw new Error("await resolved");
-}
 
 const ctx = createContext("tenant", "none");
 const made: Array<[string, () => Operation<unknown>]> = [
